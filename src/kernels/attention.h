@@ -1,0 +1,41 @@
+// Causal grouped-query attention reading K/V through block tables (paged KV cache).
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "core/dtype.h"
+#include "runtime/thread_pool.h"
+
+namespace moeserve::kernels {
+
+// One sequence's slice of the flat batch. Its q_len new tokens are rows q_begin.. of q/out, at
+// positions kv_len − q_len .. kv_len − 1; their K/V are already in the cache. Position p of the
+// sequence lives in block k_blocks[p / block_size], row p % block_size. A block is
+// [block_size, num_kv_heads, head_dim] bf16 (K and V blocks alike).
+struct AttentionSeq {
+  size_t q_begin = 0;
+  size_t q_len = 0;
+  size_t kv_len = 0;
+  const bf16* const* k_blocks = nullptr;
+  const bf16* const* v_blocks = nullptr;
+};
+
+struct AttentionShape {
+  size_t num_heads = 0;     // q heads (this rank's)
+  size_t num_kv_heads = 0;  // kv heads (this rank's); num_heads % num_kv_heads == 0
+  size_t head_dim = 0;
+  size_t block_size = 0;
+  float scale = 0;  // usually 1/sqrt(head_dim)
+};
+
+// out[t, h*head_dim + d] = Σ_p softmax_p(scale · q_t,h · k_p,g) · v_p,g[d], g = h / (heads/kv_heads),
+// p ≤ position of t. q: f32 [*, ldq]; out: f32 [*, ldo]. Scores, softmax and sums in f32 (K and V
+// are read from bf16). Work is split over (sequence, kv head, query tile).
+void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
+               const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool);
+
+void AttentionReference(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
+                        const AttentionShape& shape, float* out, size_t ldo);
+
+}  // namespace moeserve::kernels

@@ -1,0 +1,58 @@
+#include "runtime/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <vector>
+
+#include "runtime/cpu_features.h"
+
+namespace moeserve {
+namespace {
+
+TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
+  for (size_t threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (size_t n : {0, 1, 7, 64, 1001}) {
+      for (size_t grain : {1, 4, 16}) {
+        std::vector<std::atomic<int>> hits(n);
+        pool.ParallelFor(n, grain, [&](size_t b, size_t e) {
+          EXPECT_LT(b, e);
+          for (size_t i = b; i < e; ++i) hits[i]++;
+        });
+        for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n << " " << grain;
+      }
+    }
+  }
+}
+
+TEST(ThreadPool, DynamicCoversEveryIndexOnce) {
+  ThreadPool pool(3);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<std::atomic<int>> hits(37);
+    pool.ParallelForDynamic(37, [&](size_t i, size_t t) {
+      EXPECT_LT(t, 3u);
+      hits[i]++;
+    });
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  }
+}
+
+TEST(ThreadPool, RunGivesEachThreadItsIndex) {
+  ThreadPool pool(4);
+  std::vector<std::atomic<int>> seen(4);
+  pool.Run([&](size_t t, size_t n) {
+    EXPECT_EQ(n, 4u);
+    seen[t]++;
+  });
+  for (auto& s : seen) EXPECT_EQ(s.load(), 1);
+}
+
+TEST(CpuFeatures, IsaCapFromEnvironment) {
+  setenv("MOESERVE_ISA", "scalar", 1);
+  EXPECT_EQ(BestIsa(), Isa::kScalar);
+  unsetenv("MOESERVE_ISA");
+}
+
+}  // namespace
+}  // namespace moeserve
