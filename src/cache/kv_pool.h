@@ -1,0 +1,35 @@
+// The memory of the paged KV cache: num_blocks blocks, each holding block_size positions of K and
+// of V for every layer. Which sequence owns which block is the BlockManager's business
+// (block_manager.h); this class only maps (layer, block) to memory.
+//
+// Layout: K and V are separate arrays [num_layers][num_blocks][block_size][kv_heads][head_dim], so
+// a block of one layer is contiguous: attention streams it with unit stride.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "model/batch.h"
+
+namespace moeserve::cache {
+
+class KvPool final : public model::KvStorage {
+ public:
+  KvPool(const model::KvLayout& layout, size_t block_size, size_t num_blocks);
+
+  size_t block_size() const override { return block_size_; }
+  size_t num_blocks() const { return num_blocks_; }
+  bf16* KeyBlock(size_t layer, int32_t block) override;
+  bf16* ValueBlock(size_t layer, int32_t block) override;
+
+  size_t BytesPerBlock() const;
+  // How many blocks fit in `bytes`.
+  static size_t BlocksForBytes(const model::KvLayout& layout, size_t block_size, size_t bytes);
+
+ private:
+  model::KvLayout layout_;
+  size_t block_size_, num_blocks_, block_elems_;
+  std::unique_ptr<bf16[]> keys_, values_;
+};
+
+}  // namespace moeserve::cache

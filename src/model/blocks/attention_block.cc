@@ -1,0 +1,146 @@
+#include "model/blocks/attention_block.h"
+
+#include <cmath>
+
+#include "core/check.h"
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/norm.h"
+#include "kernels/rope.h"
+
+namespace moeserve::model {
+
+AttentionBlock::AttentionBlock(WeightReader& weights, const std::string& prefix,
+                               const ModelConfig& c, Shard shard)
+    : config_(c), shard_(shard) {
+  const size_t tp = static_cast<size_t>(shard.size), rank = static_cast<size_t>(shard.rank);
+  const size_t d = c.head_dim;
+  if (c.num_heads % tp != 0)
+    Fail("tensor parallel size ", tp, " does not divide num_attention_heads ", c.num_heads);
+  local_heads_ = c.num_heads / tp;
+  size_t kv_head_begin;
+  if (tp <= c.num_kv_heads) {
+    if (c.num_kv_heads % tp != 0)
+      Fail("tensor parallel size ", tp, " does not divide num_key_value_heads ", c.num_kv_heads);
+    local_kv_heads_ = c.num_kv_heads / tp;
+    kv_head_begin = rank * local_kv_heads_;
+  } else {
+    if (tp % c.num_kv_heads != 0)
+      Fail("tensor parallel size ", tp, " is not a multiple of num_key_value_heads ",
+           c.num_kv_heads);
+    const size_t replicas = tp / c.num_kv_heads;
+    local_kv_heads_ = 1;
+    kv_head_begin = rank / replicas;
+    counts_k_norm_ = rank % replicas == 0;
+  }
+  const size_t q0 = rank * local_heads_ * d, q1 = q0 + local_heads_ * d;
+  const size_t k0 = kv_head_begin * d, k1 = k0 + local_kv_heads_ * d;
+  const size_t h = c.hidden_size;
+  wq_ = weights.Linear(prefix + "q_proj.weight", c.q_width(), h, {q0, q1, 0, h});
+  wk_ = weights.Linear(prefix + "k_proj.weight", c.kv_width(), h, {k0, k1, 0, h});
+  wv_ = weights.Linear(prefix + "v_proj.weight", c.kv_width(), h, {k0, k1, 0, h});
+  wo_ = weights.Linear(prefix + "o_proj.weight", h, c.q_width(), {0, h, q0, q1});
+  switch (c.qk_norm) {
+    case QkNorm::kNone:
+      break;
+    case QkNorm::kFullWidth:
+      // The checkpoint holds the full width whatever the TP size; a per-rank-sized tensor is
+      // refused by the loader's shape check (the bug that cost ATOM two thirds of GSM8K).
+      q_norm_ = weights.Vector(prefix + "q_norm.weight", c.q_width(), q0, q1);
+      k_norm_ = weights.Vector(prefix + "k_norm.weight", c.kv_width(), k0, k1);
+      break;
+    case QkNorm::kPerHead:
+      q_norm_ = weights.Vector(prefix + "q_norm.weight", d);
+      k_norm_ = weights.Vector(prefix + "k_norm.weight", d);
+      break;
+  }
+}
+
+size_t AttentionBlock::DecodeBytes() const {
+  return (wq_.rows * wq_.cols + wk_.rows * wk_.cols + wv_.rows * wv_.cols + wo_.rows * wo_.cols) *
+         sizeof(bf16);
+}
+
+void AttentionBlock::NormalizeQk(float* q, float* k, size_t t, const RunContext& ctx) {
+  const size_t d = config_.head_dim, qw = local_heads_ * d, kw = local_kv_heads_ * d;
+  const float eps = config_.rms_norm_eps;
+  if (config_.qk_norm == QkNorm::kPerHead) {
+    kernels::RmsNormPerHead(q, qw, q_norm_.data(), q, qw, t, local_heads_, d, eps);
+    kernels::RmsNormPerHead(k, kw, k_norm_.data(), k, kw, t, local_kv_heads_, d, eps);
+    return;
+  }
+  // Full width: one variance per token over all heads of all ranks. Sums of squares of q and k
+  // travel in a single all-reduce: [T] for q then [T] for k.
+  std::vector<float> sums(2 * t);
+  kernels::SumOfSquares(q, qw, t, qw, sums.data());
+  kernels::SumOfSquares(k, kw, t, kw, sums.data() + t);
+  if (!counts_k_norm_) std::fill(sums.begin() + t, sums.end(), 0.0f);
+  ctx.comm->AllReduceSum(sums.data(), sums.size());
+  kernels::RmsNormWithSumSq(q, qw, q_norm_.data(), q, qw, t, qw, sums.data(), config_.q_width(),
+                            eps);
+  kernels::RmsNormWithSumSq(k, kw, k_norm_.data(), k, kw, t, kw, sums.data() + t,
+                            config_.kv_width(), eps);
+}
+
+void AttentionBlock::WriteKv(const float* k, const float* v, const Batch& batch, size_t layer,
+                             KvStorage& kv) {
+  const size_t kw = local_kv_heads_ * config_.head_dim, bs = kv.block_size();
+  size_t row = 0;
+  for (const SequenceSlice& s : batch.seqs) {
+    for (size_t i = 0; i < s.num_new_tokens; ++i, ++row) {
+      const size_t pos = s.context_len + i;
+      MOESERVE_CHECK(pos / bs < s.block_table.size(), "block table too short: pos ", pos);
+      const int32_t block = s.block_table[pos / bs];
+      bf16* kd = kv.KeyBlock(layer, block) + (pos % bs) * kw;
+      bf16* vd = kv.ValueBlock(layer, block) + (pos % bs) * kw;
+      for (size_t j = 0; j < kw; ++j) {
+        kd[j] = F32ToBf16(k[row * kw + j]);
+        vd[j] = F32ToBf16(v[row * kw + j]);
+      }
+    }
+  }
+}
+
+void AttentionBlock::Forward(const float* x, const Batch& batch,
+                             const std::vector<int32_t>& positions, size_t layer, KvStorage& kv,
+                             float* out, const RunContext& ctx) {
+  const size_t t = batch.num_tokens(), d = config_.head_dim, h = config_.hidden_size;
+  const size_t qw = local_heads_ * d, kw = local_kv_heads_ * d;
+  q_.resize(t * qw);
+  k_.resize(t * kw);
+  v_.resize(t * kw);
+  attn_.resize(t * qw);
+  ThreadPool& pool = *ctx.pool;
+  kernels::MatMul(x, h, t, wq_, q_.data(), qw, pool);
+  kernels::MatMul(x, h, t, wk_, k_.data(), kw, pool);
+  kernels::MatMul(x, h, t, wv_, v_.data(), kw, pool);
+  if (config_.qk_norm != QkNorm::kNone) NormalizeQk(q_.data(), k_.data(), t, ctx);
+  kernels::RopeNeox(q_.data(), qw, t, local_heads_, d, config_.rotary_dim, positions.data(),
+                    config_.rope_theta);
+  kernels::RopeNeox(k_.data(), kw, t, local_kv_heads_, d, config_.rotary_dim, positions.data(),
+                    config_.rope_theta);
+  WriteKv(k_.data(), v_.data(), batch, layer, kv);
+
+  // Per-sequence views of the cache blocks for this layer.
+  std::vector<std::vector<const bf16*>> k_blocks(batch.seqs.size()), v_blocks(batch.seqs.size());
+  std::vector<kernels::AttentionSeq> seqs(batch.seqs.size());
+  size_t row = 0;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    const SequenceSlice& s = batch.seqs[i];
+    const size_t kv_len = s.context_len + s.num_new_tokens;
+    const size_t num_blocks = (kv_len + kv.block_size() - 1) / kv.block_size();
+    for (size_t b = 0; b < num_blocks; ++b) {
+      k_blocks[i].push_back(kv.KeyBlock(layer, s.block_table[b]));
+      v_blocks[i].push_back(kv.ValueBlock(layer, s.block_table[b]));
+    }
+    seqs[i] = {row, s.num_new_tokens, kv_len, k_blocks[i].data(), v_blocks[i].data()};
+    row += s.num_new_tokens;
+  }
+  const kernels::AttentionShape shape{local_heads_, local_kv_heads_, d, kv.block_size(),
+                                      1.0f / std::sqrt(static_cast<float>(d))};
+  kernels::Attention(q_.data(), qw, seqs, shape, attn_.data(), qw, pool);
+  kernels::MatMul(attn_.data(), qw, t, wo_, out, h, pool);
+  ctx.comm->AllReduceSum(out, t * h);
+}
+
+}  // namespace moeserve::model

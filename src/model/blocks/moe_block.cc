@@ -1,0 +1,53 @@
+#include "model/blocks/moe_block.h"
+
+#include "core/check.h"
+#include "kernels/matmul.h"
+
+namespace moeserve::model {
+
+MoeBlock::MoeBlock(WeightReader& weights, const std::string& prefix, const MoeNames& names,
+                   const ModelConfig& c, Shard shard)
+    : config_(c) {
+  const size_t h = c.hidden_size, inter = c.expert_intermediate_size, e = c.num_experts;
+  gate_ = weights.MatrixF32(prefix + names.gate, e, h);
+  if (!names.bias.empty()) bias_ = weights.Vector(prefix + names.bias, e);
+  const auto [i0, i1] = SplitRange(inter, shard);
+  experts_.resize(e);
+  for (size_t j = 0; j < e; ++j) {
+    const std::string p = prefix + names.expert_prefix + std::to_string(j) + ".";
+    experts_[j].w1 = weights.Linear(p + names.w1, inter, h, {i0, i1, 0, h});
+    experts_[j].w3 = weights.Linear(p + names.w3, inter, h, {i0, i1, 0, h});
+    experts_[j].w2 = weights.Linear(p + names.w2, h, inter, {0, h, i0, i1});
+  }
+}
+
+size_t MoeBlock::DecodeBytes() const {
+  const auto& w = experts_[0];
+  const size_t per_expert = (w.w1.rows * w.w1.cols + w.w3.rows * w.w3.cols +
+                             w.w2.rows * w.w2.cols) * sizeof(bf16);
+  return per_expert * config_.num_experts_per_token + gate_.size() * sizeof(float);
+}
+
+void MoeBlock::Forward(const float* x, size_t t, float* out, const RunContext& ctx) {
+  const size_t h = config_.hidden_size, e = config_.num_experts, k = config_.num_experts_per_token;
+  logits_.resize(t * e);
+  topk_idx_.resize(t * k);
+  topk_weights_.resize(t * k);
+  kernels::MatMul(x, h, t, kernels::F32Matrix(gate_.data(), e, h), logits_.data(), e, *ctx.pool);
+  switch (config_.routing) {
+    case Routing::kSigmoidWithBias:
+      kernels::RouteSigmoidTopK(logits_.data(), bias_.empty() ? nullptr : bias_.data(), t, e, k,
+                                config_.renormalize_topk, config_.routed_scaling_factor,
+                                topk_idx_.data(), topk_weights_.data());
+      break;
+    case Routing::kSoftmax:
+      kernels::RouteSoftmaxTopK(logits_.data(), t, e, k, config_.renormalize_topk,
+                                topk_idx_.data(), topk_weights_.data());
+      break;
+  }
+  kernels::MoeExperts(x, h, t, topk_idx_.data(), topk_weights_.data(), k, experts_, out, h,
+                      *ctx.pool);
+  ctx.comm->AllReduceSum(out, t * h);
+}
+
+}  // namespace moeserve::model

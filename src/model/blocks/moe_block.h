@@ -1,0 +1,48 @@
+// The sparse MoE MLP shared by the architectures: an f32 router (sigmoid + correction bias as
+// MiniMax-M2, or softmax as Qwen3-MoE), top-k, the grouped SwiGLU experts, and the all-reduce of
+// the row-parallel down projections under tensor parallelism.
+//
+// Sharding: experts split on the intermediate dim (w1/w3 rows, w2 columns), uneven splits allowed;
+// the router and its bias are replicated.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/moe.h"
+#include "model/batch.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+namespace moeserve::model {
+
+// Checkpoint names, which differ between architectures.
+struct MoeNames {
+  std::string gate;            // e.g. "block_sparse_moe.gate.weight"
+  std::string bias;            // "" when the architecture has none
+  std::string expert_prefix;   // "block_sparse_moe.experts."
+  std::string w1, w3, w2;      // "w1.weight" / "gate_proj.weight", ...
+};
+
+class MoeBlock {
+ public:
+  // `prefix` is e.g. "model.layers.3."; names are appended to it.
+  MoeBlock(WeightReader& weights, const std::string& prefix, const MoeNames& names,
+           const ModelConfig& config, Shard shard);
+
+  size_t DecodeBytes() const;  // top-k experts' bytes for one token + the router
+
+  // x: normed hidden [T, hidden] -> out [T, hidden] (complete, all-reduced).
+  void Forward(const float* x, size_t num_tokens, float* out, const RunContext& ctx);
+
+ private:
+  const ModelConfig& config_;
+  std::vector<float> gate_;  // [E, hidden] f32: routing decisions must not see bf16 rounding
+  std::vector<float> bias_;  // [E] or empty
+  std::vector<kernels::ExpertWeights> experts_;
+  std::vector<float> logits_, topk_weights_;
+  std::vector<int32_t> topk_idx_;
+};
+
+}  // namespace moeserve::model

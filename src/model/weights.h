@@ -1,0 +1,52 @@
+// Reads this rank's part of each parameter from the checkpoint, strictly (loader/checkpoint.h).
+// Linear weights are zero-copy views into the mmap'd file: a row slice is a pointer offset, a
+// column slice a row stride, so tensor parallelism costs no copies and a rank touches only the
+// pages of its slices. Small fp32 parameters (norms, router, bias) are converted and owned.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/weights.h"
+#include "loader/checkpoint.h"
+
+namespace moeserve::model {
+
+// This rank's position among `size` ranks sharing one model.
+struct Shard {
+  int rank = 0;
+  int size = 1;
+};
+
+// [begin, end) of n items split as evenly as possible over shard.size parts (earlier parts get
+// the remainder). Uneven splits are fine for bf16: kernels take any row count and stride.
+std::pair<size_t, size_t> SplitRange(size_t n, Shard shard);
+
+// Rows [row_begin, row_end) x cols [col_begin, col_end) of a 2-D parameter.
+struct Slice2D {
+  size_t row_begin = 0, row_end = 0, col_begin = 0, col_end = 0;
+};
+
+class WeightReader {
+ public:
+  explicit WeightReader(loader::StrictLoader& loader) : loader_(loader) {}
+
+  // A [out, in] bf16 linear weight, whole or sliced.
+  kernels::WeightMatrix Linear(const std::string& name, size_t out, size_t in);
+  kernels::WeightMatrix Linear(const std::string& name, size_t out, size_t in, Slice2D slice);
+
+  // A 1-D parameter (bf16 or f32 in the checkpoint) as f32, optionally a [begin, end) slice.
+  std::vector<float> Vector(const std::string& name, size_t n);
+  std::vector<float> Vector(const std::string& name, size_t n, size_t begin, size_t end);
+  // A 2-D bf16/f32 parameter converted to an owned f32 [rows, cols] (router gates).
+  std::vector<float> MatrixF32(const std::string& name, size_t rows, size_t cols);
+
+  size_t bytes_mapped() const { return bytes_mapped_; }
+
+ private:
+  loader::StrictLoader& loader_;
+  size_t bytes_mapped_ = 0;  // bytes of the slices this rank uses
+};
+
+}  // namespace moeserve::model
