@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs everything moeserve's build and tests need on Debian 12, builds, and runs the tests.
+#   bash scripts/setup.sh            # install + build + test
+#   bash scripts/setup.sh --no-test  # install + build
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+PACKAGES=(
+  build-essential cmake pkg-config git
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libpcre2-dev
+  libopenmpi-dev openmpi-bin
+  python3 python3-torch python3-numpy
+  clang libclang-rt-14-dev
+)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Node.js: use the machine's own if it has one (Debian's would shadow a newer install).
+command -v node >/dev/null && command -v npm >/dev/null || missing+=(nodejs npm)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# Reference implementations the tests compare against (HF tokenizers, HF jinja, the openai client).
+if [ ! -d node_modules ] || [ package.json -nt node_modules ]; then
+  npm ci --no-audit --no-fund || npm install --no-audit --no-fund
+  touch node_modules
+fi
+
+JOBS="${JOBS:-2}"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j"$JOBS"
+
+if [ "${1:-}" != "--no-test" ]; then
+  ctest --test-dir build --output-on-failure -j"$JOBS"
+fi
