@@ -8,7 +8,7 @@ lists it in modules_to_not_convert and loaders treat it as F32); `--gate-f32` al
 weight in F32, as the official FP8 release does.
 
 Scales keep activations O(1) through the layers and make greedy decoding decisive:
-embeddings N(0,1); projections N(0, 1/in); router N(0, 4/in) so sigmoid scores spread;
+embeddings N(0,1) (N(0, 4/hidden) when tied to lm_head); projections N(0, 1/in); router N(0, 4/in) so sigmoid scores spread;
 lm_head N(0, 4/in) so logits have std ~2; norm weights U(0.5, 1.5) (never all ones, so a loader
 that skips one is caught); routing bias N(0, bias_std) so it changes which experts win.
 Each tensor has its own generator seeded from (seed, name), so values do not depend on sharding.
@@ -72,7 +72,9 @@ def tensor_specs(a):
     """[(name, dtype, shape, init)] with init one of: embed, proj(fan_in), norm, gate, bias, head."""
     H, hd = a.hidden, a.head_dim
     qw, kw = a.heads * hd, a.kv_heads * hd
-    specs = [("model.embed_tokens.weight", "BF16", (a.vocab, H), ("embed",)),
+    # Tied: the embedding doubles as lm_head, so it takes lm_head's scale (logit std ~2).
+    embed_init = ("head", H) if a.tie else ("embed",)
+    specs = [("model.embed_tokens.weight", "BF16", (a.vocab, H), embed_init),
              ("model.norm.weight", "BF16", (H,), ("norm",))]
     if not a.tie:
         specs.append(("lm_head.weight", "BF16", (a.vocab, H), ("head", H)))
@@ -122,10 +124,8 @@ def make_tensor(name, dtype, shape, init, seed, bias_std):
     elif kind == "bias":
         t = torch.randn(shape, generator=g) * bias_std
     else:
-        std = {"embed": 1.0, "proj": None, "gate": None, "head": None}[kind]
-        if std is None:
-            gain = 1.0 if kind == "proj" else 2.0
-            std = gain / init[1] ** 0.5
+        gain = 1.0 if kind == "proj" else 2.0
+        std = 1.0 if kind == "embed" else gain / init[1] ** 0.5
         t = torch.randn(shape, generator=g).mul_(std)
     return t.to(torch.float32 if dtype == "F32" else torch.bfloat16)
 
