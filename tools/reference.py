@@ -123,6 +123,7 @@ class Model:
             self.cfg = Config(json.load(f))
         self.ckpt = st_io.Checkpoint(folder)
         self.dtype = torch.bfloat16 if numerics == "bf16" else torch.float32
+        self.trace = None  # dict name -> tensor while tracing (see --dump-dir)
         self._load()
 
     # ---- loading (strict: every expected tensor, exact shape) ----
@@ -179,6 +180,11 @@ class Model:
                 continue  # MTP modules (layers >= num_hidden_layers) are deliberately unused
             print(f"reference: warning: unused tensor {name}", file=sys.stderr)
 
+    def _rec(self, name, t):
+        if self.trace is not None:
+            t = t.detach()
+            self.trace[name] = t.float().clone() if t.is_floating_point() else t.to(torch.int32)
+
     # ---- building blocks ----
     def rmsnorm(self, x, w):
         # HF: normalise in f32, cast back to the activation dtype, then multiply by the weight.
@@ -217,6 +223,9 @@ class Model:
         q, k = self.rope(q, positions), self.rope(k, positions)
         if self.numerics == "engine":  # the cache holds bf16
             k, v = bf16_round(k), bf16_round(v)
+        self._rec(f"layer{li}.q", q)  # [heads, T, head_dim], after norm and RoPE
+        self._rec(f"layer{li}.k", k)
+        self._rec(f"layer{li}.v", v)
         if cache[li] is not None:
             k = torch.cat([cache[li][0], k], dim=1)
             v = torch.cat([cache[li][1], v], dim=1)
@@ -254,8 +263,10 @@ class Model:
                 w = w / w.sum(-1, keepdim=True)
         return idx, w
 
-    def moe(self, x, L):
+    def moe(self, x, L, li=0):
         idx, w = self.route(x, L)
+        self._rec(f"layer{li}.expert_ids", idx)
+        self._rec(f"layer{li}.expert_weights", w)
         out = torch.zeros_like(x)
         for e in torch.unique(idx).tolist():  # ascending expert order, as HF accumulates
             tok, slot = torch.nonzero(idx == e, as_tuple=True)
@@ -278,10 +289,22 @@ class Model:
             raise ValueError("token id out of range")
         positions = torch.arange(start, start + len(ids))
         h = self.embed[ids_t]
+        self._rec("embed", h)
         for li, L in enumerate(self.layer_w):
-            h = h + self.attention(self.rmsnorm(h, L["in_norm"]), L, li, positions, cache)
-            h = h + self.moe(self.rmsnorm(h, L["post_norm"]), L)
-        return self.linear(self.rmsnorm(h, self.norm), self.lm_head).float()
+            a = self.rmsnorm(h, L["in_norm"])
+            self._rec(f"layer{li}.attn_in", a)
+            a = self.attention(a, L, li, positions, cache)
+            self._rec(f"layer{li}.attn_out", a)
+            h = h + a
+            m = self.rmsnorm(h, L["post_norm"])
+            self._rec(f"layer{li}.moe_in", m)
+            m = self.moe(m, L, li)
+            self._rec(f"layer{li}.moe_out", m)
+            h = h + m
+            self._rec(f"layer{li}.out", h)
+        h = self.rmsnorm(h, self.norm)
+        self._rec("final_norm", h)
+        return self.linear(h, self.lm_head).float()
 
     def generate(self, prompt, max_tokens, use_cache=True):
         """Greedy. Returns (prompt logits [T, vocab], generated ids)."""
@@ -309,13 +332,23 @@ def main(argv=None):
     p.add_argument("--numerics", choices=NUMERICS, default="engine")
     p.add_argument("--no-cache", action="store_true", help="recompute the whole sequence per token")
     p.add_argument("--json", action="store_true", help="print only the JSON result")
+    p.add_argument("--dump-dir", help="write the first sequence's prompt-pass intermediates "
+                   "(embed, per layer attn_in/q/k/v/attn_out/moe_in/expert_ids/expert_weights/"
+                   "moe_out/out, final_norm) as NAME.npy here, for debugging engine mismatches")
     a = p.parse_args(argv)
     prompts = [[int(t) for t in s.split(",") if t.strip()] for s in a.prompt_ids]
     if any(not pr for pr in prompts):
         p.error("empty --prompt-ids")
     model = Model(a.model, a.numerics)
     all_logits, token_ids = [], []
-    for pr in prompts:
+    for i, pr in enumerate(prompts):
+        if a.dump_dir and i == 0:
+            os.makedirs(a.dump_dir, exist_ok=True)
+            model.trace = {}
+            model.forward(pr, model.new_cache())
+            for name, t in model.trace.items():
+                np.save(os.path.join(a.dump_dir, name + ".npy"), t.numpy())
+            model.trace = None
         logits, gen = model.generate(pr, a.max_tokens, use_cache=not a.no_cache)
         all_logits.append(logits)
         token_ids.append(gen)

@@ -200,6 +200,15 @@ class Reference(unittest.TestCase):
         self.assertEqual(res["token_ids"], [alone[0][1], alone[1][1]])
         self.assertEqual(list(res), ["token_ids"])
 
+    def test_dump_dir(self):
+        d = os.path.join(TMP.name, "dump")
+        run_cli("--model", self.mm, "--prompt-ids", "5,6,7", "--dump-dir", d, "--json")
+        ids = np.load(os.path.join(d, "layer1.expert_ids.npy"))
+        self.assertEqual((ids.shape, ids.dtype), ((3, 3), np.int32))
+        w = np.load(os.path.join(d, "layer1.expert_weights.npy"))
+        np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-5)  # routed_scaling_factor absent
+        self.assertEqual(np.load(os.path.join(d, "layer0.q.npy")).shape, (4, 3, 16))
+
     def test_partial_rotary_factor_equals_rotary_dim(self):
         a = make("minimax_m2", "rot_a", "--seed", "5", "--rotary-dim", "8")
         b = make("minimax_m2", "rot_b", "--seed", "5", "--partial-rotary-factor", "0.5")
