@@ -1,0 +1,65 @@
+// Per-ISA kernel entry points (not part of the public API; tests use them to run every path).
+//
+// The ISA translation units (*_avx2.cc, *_avx512bf16.cc) are compiled with their own -m flags and
+// contain only pointer arithmetic and intrinsics: no std containers, no std::function, nothing
+// whose inline definition the linker could pick from the wrong TU (an ODR trap with per-TU flags).
+// Threading, scratch memory and dispatch live in the baseline-compiled files.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace moeserve::kernels {
+
+// Row-major "y[t, r] (=|+=) Σ_k x[t, k] · w[r, k]" over t < m, r < rows, k < k. y points at column
+// 0 of the row range, w at its first row.
+
+namespace avx2 {
+// out[t, 0..ldo) = bf16-rounded x[t, 0..k) as f32, zero padded to ldo.
+void RoundRowsToBf16(const float* x, size_t ldx, size_t m, size_t k, float* out, size_t ldo);
+// xr holds bf16-rounded values (RoundRowsToBf16). Streams w rows; good for small m.
+void GemvBf16(const float* xr, size_t ldxr, size_t m, const bf16* w, size_t row_stride, size_t k,
+              size_t rows, float* y, size_t ldy, bool accumulate);
+// Packed-panel GEMM for larger m. pack: scratch of PackFloatsGemmBf16(k) floats.
+size_t PackFloatsGemmBf16(size_t k);
+void GemmBf16(const float* xr, size_t ldxr, size_t m, const bf16* w, size_t row_stride, size_t k,
+              size_t rows, float* y, size_t ldy, bool accumulate, float* pack);
+void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_stride, size_t k,
+             size_t rows, float* y, size_t ldy, bool accumulate);
+void SiluMul(const float* gate, const float* up, float* out, size_t n);
+
+// Roofline probes (calling thread only).
+double SumBuffer(const float* data, size_t n);
+void F32FmaChains(size_t iterations, float* sink);  // 12 chains × 16 flop per iteration each
+}  // namespace avx2
+
+namespace avx512bf16 {
+// out[t, 0..ldo) = bf16(x[t, 0..k)) (round to nearest even, as F32ToBf16), zero padded; ldo even.
+void ToBf16Rows(const float* x, size_t ldx, size_t m, size_t k, bf16* out, size_t ldo);
+// xb: ToBf16Rows output with ldxb >= round_up(k, 2), padding zero.
+void GemvBf16(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_stride, size_t k,
+              size_t rows, float* y, size_t ldy, bool accumulate);
+size_t PackElemsGemmBf16(size_t k);
+void GemmBf16(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_stride, size_t k,
+              size_t rows, float* y, size_t ldy, bool accumulate, bf16* pack);
+void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_stride, size_t k,
+             size_t rows, float* y, size_t ldy, bool accumulate);
+void SiluMul(const float* gate, const float* up, float* out, size_t n);
+
+// Roofline probes: each runs on the calling thread only.
+double SumBuffer(const float* data, size_t n);       // streaming read
+void Bf16DotChains(size_t iterations, float* sink);  // 12 chains × 64 flop per iteration each
+void F32FmaChains(size_t iterations, float* sink);   // 12 chains × 32 flop per iteration each
+}  // namespace avx512bf16
+
+// The MatMul row-range kernel for the ISA in use, on x prepared once per call (matmul.cc).
+struct PreparedX {
+  const float* f32 = nullptr;  // [m, ld]: x itself (f32 W) or x rounded to bf16 (bf16 W, ≤ avx512)
+  const bf16* b16 = nullptr;   // [m, ld]: x as bf16 pairs (bf16 W on avx512bf16)
+  size_t ld = 0;
+  size_t m = 0;
+};
+
+}  // namespace moeserve::kernels

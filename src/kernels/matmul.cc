@@ -1,0 +1,180 @@
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+#include "kernels/activation.h"
+#include "kernels/matmul_internal.h"
+
+namespace moeserve::kernels {
+namespace {
+
+// m at or above this uses the packed GEMM microkernels; below it, streaming the weight rows once
+// and reusing each row block for all m tokens from L1 is faster (measured in bench_kernels).
+constexpr size_t kGemmMinM = 4;
+
+void CheckShapes(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* y,
+                 size_t ldy) {
+  MOESERVE_CHECK(w.dtype == DType::kBF16 || w.dtype == DType::kF32,
+                 "MatMul: unsupported weight dtype ", DTypeName(w.dtype));
+  MOESERVE_CHECK(w.row_stride >= w.cols, "row_stride ", w.row_stride, " < cols ", w.cols);
+  MOESERVE_CHECK(m == 0 || (ldx >= w.cols && ldy >= w.rows), "ldx ", ldx, " ldy ", ldy, " for [",
+                 w.rows, ",", w.cols, "]");
+  MOESERVE_CHECK(m == 0 || w.rows == 0 || (x && y && w.data), "null pointer");
+}
+
+void ScalarRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                size_t ldy, bool accumulate) {
+  for (size_t t = 0; t < x.m; ++t) {
+    const float* xt = x.f32 + t * x.ld;
+    for (size_t n = n0; n < n1; ++n) {
+      float sum = 0;
+      if (w.dtype == DType::kBF16) {
+        const bf16* wr = static_cast<const bf16*>(w.data) + n * w.row_stride;
+        for (size_t k = 0; k < w.cols; ++k) sum += xt[k] * Bf16ToF32(wr[k]);
+      } else {
+        const float* wr = static_cast<const float*>(w.data) + n * w.row_stride;
+        for (size_t k = 0; k < w.cols; ++k) sum += xt[k] * wr[k];
+      }
+      float& out = y[t * ldy + n];
+      out = accumulate ? out + sum : sum;
+    }
+  }
+}
+
+thread_local ScratchBuffer tl_pack;
+thread_local ScratchBuffer tl_x;
+
+}  // namespace
+
+void* ScratchBuffer::Get(size_t bytes) {
+  if (bytes > size_) {
+    std::free(data_);
+    size_ = std::max<size_t>((bytes + 63) / 64 * 64, 64);
+    data_ = std::aligned_alloc(64, size_);
+    MOESERVE_CHECK(data_ != nullptr, "out of memory for ", size_, " bytes of scratch");
+  }
+  return data_;
+}
+
+PreparedX PrepareX(Isa isa, DType w_dtype, const float* x, size_t ldx, size_t m, size_t k,
+                   ScratchBuffer& buf) {
+  PreparedX px;
+  px.m = m;
+  if (w_dtype == DType::kF32) {
+    px.f32 = x;
+    px.ld = ldx;
+    return px;
+  }
+  // Rows padded to 32 elements: whole vectors, even for pairs; the padding is zero.
+  px.ld = (k + 31) / 32 * 32;
+  switch (isa) {
+    case Isa::kAvx512Bf16: {
+      bf16* out = buf.As<bf16>(m * px.ld);
+      avx512bf16::ToBf16Rows(x, ldx, m, k, out, px.ld);
+      px.b16 = out;
+      break;
+    }
+    case Isa::kAvx512:
+    case Isa::kAvx2: {
+      float* out = buf.As<float>(m * px.ld);
+      avx2::RoundRowsToBf16(x, ldx, m, k, out, px.ld);
+      px.f32 = out;
+      break;
+    }
+    case Isa::kScalar: {
+      float* out = buf.As<float>(m * px.ld);
+      for (size_t t = 0; t < m; ++t) {
+        for (size_t i = 0; i < k; ++i) out[t * px.ld + i] = RoundToBf16(x[t * ldx + i]);
+        std::fill(out + t * px.ld + k, out + (t + 1) * px.ld, 0.0f);
+      }
+      px.f32 = out;
+      break;
+    }
+  }
+  return px;
+}
+
+size_t MatMulRowGrain(Isa isa, size_t m) {
+  if (isa == Isa::kScalar) return 8;
+  if (m < kGemmMinM) return 8;
+  return isa == Isa::kAvx512Bf16 ? 32 : 16;
+}
+
+void MatMulRows(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                size_t ldy, bool accumulate) {
+  if (n0 >= n1 || x.m == 0) return;
+  const size_t rows = n1 - n0, k = w.cols;
+  float* yn = y + n0;
+  if (isa == Isa::kScalar) return ScalarRows(x, w, n0, n1, y, ldy, accumulate);
+  if (w.dtype == DType::kF32) {
+    const float* wn = static_cast<const float*>(w.data) + n0 * w.row_stride;
+    if (isa == Isa::kAvx512Bf16)
+      return avx512bf16::GemvF32(x.f32, x.ld, x.m, wn, w.row_stride, k, rows, yn, ldy, accumulate);
+    return avx2::GemvF32(x.f32, x.ld, x.m, wn, w.row_stride, k, rows, yn, ldy, accumulate);
+  }
+  const bf16* wn = static_cast<const bf16*>(w.data) + n0 * w.row_stride;
+  if (isa == Isa::kAvx512Bf16) {
+    if (x.m < kGemmMinM)
+      return avx512bf16::GemvBf16(x.b16, x.ld, x.m, wn, w.row_stride, k, rows, yn, ldy, accumulate);
+    bf16* pack = tl_pack.As<bf16>(avx512bf16::PackElemsGemmBf16(k));
+    return avx512bf16::GemmBf16(x.b16, x.ld, x.m, wn, w.row_stride, k, rows, yn, ldy, accumulate,
+                                pack);
+  }
+  if (x.m < kGemmMinM)
+    return avx2::GemvBf16(x.f32, x.ld, x.m, wn, w.row_stride, k, rows, yn, ldy, accumulate);
+  float* pack = tl_pack.As<float>(avx2::PackFloatsGemmBf16(k));
+  avx2::GemmBf16(x.f32, x.ld, x.m, wn, w.row_stride, k, rows, yn, ldy, accumulate, pack);
+}
+
+void MatMul(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* y, size_t ldy,
+            ThreadPool& pool, bool accumulate) {
+  CheckShapes(x, ldx, m, w, y, ldy);
+  if (m == 0 || w.rows == 0) return;
+  if (w.cols == 0) {
+    if (!accumulate)
+      for (size_t t = 0; t < m; ++t) std::fill(y + t * ldy, y + t * ldy + w.rows, 0.0f);
+    return;
+  }
+  const Isa isa = BestIsa();
+  const PreparedX px = PrepareX(isa, w.dtype, x, ldx, m, w.cols, tl_x);
+  pool.ParallelFor(w.rows, MatMulRowGrain(isa, m), [&](size_t n0, size_t n1) {
+    MatMulRows(isa, px, w, n0, n1, y, ldy, accumulate);
+  });
+}
+
+void MatMulReference(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* y,
+                     size_t ldy, bool accumulate) {
+  CheckShapes(x, ldx, m, w, y, ldy);
+  for (size_t t = 0; t < m; ++t) {
+    for (size_t n = 0; n < w.rows; ++n) {
+      float sum = 0;
+      for (size_t k = 0; k < w.cols; ++k) {
+        const float xk = x[t * ldx + k];
+        if (w.dtype == DType::kBF16) {
+          const bf16 wk = static_cast<const bf16*>(w.data)[n * w.row_stride + k];
+          sum += RoundToBf16(xk) * Bf16ToF32(wk);
+        } else {
+          sum += xk * static_cast<const float*>(w.data)[n * w.row_stride + k];
+        }
+      }
+      float& out = y[t * ldy + n];
+      out = accumulate ? out + sum : sum;
+    }
+  }
+}
+
+void SiluMulIsa(Isa isa, const float* gate, const float* up, float* out, size_t n) {
+  switch (isa) {
+    case Isa::kAvx512Bf16:
+      return avx512bf16::SiluMul(gate, up, out, n);
+    case Isa::kAvx512:
+    case Isa::kAvx2:
+      return avx2::SiluMul(gate, up, out, n);
+    case Isa::kScalar:
+      return SiluMulReference(gate, up, out, n);
+  }
+}
+
+}  // namespace moeserve::kernels

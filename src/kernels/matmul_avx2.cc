@@ -1,0 +1,221 @@
+// AVX2 + FMA MatMul kernels (this TU only is built with -mavx2 -mfma -mf16c).
+// Without a bf16 dot instruction, bf16 weights are widened to f32 (exact) and x is kept as f32
+// holding bf16-rounded values, so each product is exact and only the f32 sums round, as in the
+// reference. GEMV: lanes along k, R rows at a time. GEMM: a 16-row panel is widened once into
+// [k][16] f32 and swept by a 6-token × 16-feature register tile (12 accumulators).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/internal.h"
+#include "kernels/simd_math_avx2.h"
+
+namespace moeserve::kernels::avx2 {
+namespace {
+
+constexpr size_t kPanel = 16;
+constexpr int kTileTokens = 6;
+
+inline float Bf16Bits(uint16_t b) {
+  const uint32_t u = uint32_t{b} << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+template <int R, int M>
+inline void GemvBlock(const float* xr, size_t ldxr, const bf16* w, size_t row_stride, size_t k,
+                      float* y, size_t ldy, bool accumulate) {
+  __m256 acc[R][M];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < M; ++t) acc[r][t] = _mm256_setzero_ps();
+  const size_t k_full = k / 8 * 8;
+  for (size_t i = 0; i < k_full; i += 8) {
+    __m256 xv[M];
+    for (int t = 0; t < M; ++t) xv[t] = _mm256_loadu_ps(xr + t * ldxr + i);
+    for (int r = 0; r < R; ++r) {
+      if (i % 32 == 0)
+        _mm_prefetch(reinterpret_cast<const char*>(w + r * row_stride + i) + 2048, _MM_HINT_T0);
+      const __m256 wv = LoadBf16(w + r * row_stride + i);
+      for (int t = 0; t < M; ++t) acc[r][t] = _mm256_fmadd_ps(xv[t], wv, acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < M; ++t) {
+      float s = HorizontalSum(acc[r][t]);
+      for (size_t i = k_full; i < k; ++i)
+        s += xr[t * ldxr + i] * Bf16Bits(w[r * row_stride + i].bits);
+      float& out = y[t * ldy + r];
+      out = accumulate ? out + s : s;
+    }
+  }
+}
+
+template <int M>
+void GemvTokens(const float* xr, size_t ldxr, const bf16* w, size_t row_stride, size_t k,
+                size_t rows, float* y, size_t ldy, bool accumulate) {
+  constexpr int R = 4;
+  size_t r = 0;
+  for (; r + R <= rows; r += R)
+    GemvBlock<R, M>(xr, ldxr, w + r * row_stride, row_stride, k, y + r, ldy, accumulate);
+  for (; r < rows; ++r)
+    GemvBlock<1, M>(xr, ldxr, w + r * row_stride, row_stride, k, y + r, ldy, accumulate);
+}
+
+// pack[i][j] = W[j][i] as f32, j < 16 (rows beyond `rows` are zero).
+void PackPanel(const bf16* w, size_t row_stride, size_t k, size_t rows, float* pack) {
+  for (size_t j = 0; j < kPanel; ++j) {
+    if (j >= rows) {
+      for (size_t i = 0; i < k; ++i) pack[i * kPanel + j] = 0;
+      continue;
+    }
+    const bf16* wr = w + j * row_stride;
+    for (size_t i = 0; i < k; ++i) pack[i * kPanel + j] = Bf16Bits(wr[i].bits);
+  }
+}
+
+inline void StoreMasked(float* y, __m256 v, size_t n, bool accumulate) {
+  if (n >= 8) {
+    if (accumulate) v = _mm256_add_ps(v, _mm256_loadu_ps(y));
+    _mm256_storeu_ps(y, v);
+    return;
+  }
+  alignas(32) float tmp[8];
+  _mm256_store_ps(tmp, v);
+  for (size_t j = 0; j < n; ++j) y[j] = accumulate ? y[j] + tmp[j] : tmp[j];
+}
+
+template <int M>
+void GemmTile(const float* xr, size_t ldxr, const float* pack, size_t k, float* y, size_t ldy,
+              size_t rows, bool accumulate) {
+  __m256 acc[M][2];
+  for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  for (size_t i = 0; i < k; ++i) {
+    const __m256 w0 = _mm256_load_ps(pack + i * kPanel), w1 = _mm256_load_ps(pack + i * kPanel + 8);
+    for (int t = 0; t < M; ++t) {
+      const __m256 xv = _mm256_broadcast_ss(xr + t * ldxr + i);
+      acc[t][0] = _mm256_fmadd_ps(xv, w0, acc[t][0]);
+      acc[t][1] = _mm256_fmadd_ps(xv, w1, acc[t][1]);
+    }
+  }
+  for (int t = 0; t < M; ++t) {
+    StoreMasked(y + t * ldy, acc[t][0], rows, accumulate);
+    if (rows > 8) StoreMasked(y + t * ldy + 8, acc[t][1], rows - 8, accumulate);
+  }
+}
+
+using TileFn = void (*)(const float*, size_t, const float*, size_t, float*, size_t, size_t, bool);
+constexpr TileFn kTiles[kTileTokens + 1] = {nullptr,     GemmTile<1>, GemmTile<2>, GemmTile<3>,
+                                            GemmTile<4>, GemmTile<5>, GemmTile<6>};
+
+template <int R>
+inline void GemvF32Block(const float* x, size_t k, const float* w, size_t row_stride, float* y,
+                         bool accumulate) {
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  const size_t k_full = k / 8 * 8;
+  for (size_t i = 0; i < k_full; i += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + i);
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm256_fmadd_ps(xv, _mm256_loadu_ps(w + r * row_stride + i), acc[r]);
+  }
+  for (int r = 0; r < R; ++r) {
+    float s = HorizontalSum(acc[r]);
+    for (size_t i = k_full; i < k; ++i) s += x[i] * w[r * row_stride + i];
+    y[r] = accumulate ? y[r] + s : s;
+  }
+}
+
+}  // namespace
+
+void RoundRowsToBf16(const float* x, size_t ldx, size_t m, size_t k, float* out, size_t ldo) {
+  const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+  const __m256i hi_mask = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  for (size_t t = 0; t < m; ++t) {
+    const float* xt = x + t * ldx;
+    float* ot = out + t * ldo;
+    size_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+      const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(xt + i));
+      // Round to nearest even exactly as F32ToBf16; NaNs keep their top half, made quiet.
+      __m256i r = _mm256_add_epi32(
+          u, _mm256_add_epi32(bias, _mm256_and_si256(_mm256_srli_epi32(u, 16), one)));
+      r = _mm256_and_si256(r, hi_mask);
+      const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
+      const __m256i quiet =
+          _mm256_or_si256(_mm256_and_si256(u, hi_mask), _mm256_set1_epi32(0x400000));
+      r = _mm256_blendv_epi8(r, quiet, nan);
+      _mm256_storeu_ps(ot + i, _mm256_castsi256_ps(r));
+    }
+    for (; i < k; ++i) {
+      uint32_t u;
+      std::memcpy(&u, xt + i, 4);
+      uint32_t r = ((u & 0x7fffffffu) > 0x7f800000u)
+                       ? ((u & 0xffff0000u) | 0x400000u)
+                       : ((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+      std::memcpy(ot + i, &r, 4);
+    }
+    for (; i < ldo; ++i) ot[i] = 0.0f;
+  }
+}
+
+void GemvBf16(const float* xr, size_t ldxr, size_t m, const bf16* w, size_t row_stride, size_t k,
+              size_t rows, float* y, size_t ldy, bool accumulate) {
+  size_t t = 0;
+  for (; t + 2 <= m; t += 2)
+    GemvTokens<2>(xr + t * ldxr, ldxr, w, row_stride, k, rows, y + t * ldy, ldy, accumulate);
+  if (t < m)
+    GemvTokens<1>(xr + t * ldxr, ldxr, w, row_stride, k, rows, y + t * ldy, ldy, accumulate);
+}
+
+size_t PackFloatsGemmBf16(size_t k) {
+  return k * kPanel;
+}
+
+void GemmBf16(const float* xr, size_t ldxr, size_t m, const bf16* w, size_t row_stride, size_t k,
+              size_t rows, float* y, size_t ldy, bool accumulate, float* pack) {
+  for (size_t n = 0; n < rows; n += kPanel) {
+    const size_t panel_rows = rows - n < kPanel ? rows - n : kPanel;
+    PackPanel(w + n * row_stride, row_stride, k, panel_rows, pack);
+    size_t t = 0;
+    for (; t + kTileTokens <= m; t += kTileTokens)
+      GemmTile<kTileTokens>(xr + t * ldxr, ldxr, pack, k, y + t * ldy + n, ldy, panel_rows,
+                            accumulate);
+    if (t < m)
+      kTiles[m - t](xr + t * ldxr, ldxr, pack, k, y + t * ldy + n, ldy, panel_rows, accumulate);
+  }
+}
+
+void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_stride, size_t k,
+             size_t rows, float* y, size_t ldy, bool accumulate) {
+  size_t r = 0;
+  for (; r + 4 <= rows; r += 4)
+    for (size_t t = 0; t < m; ++t)
+      GemvF32Block<4>(x + t * ldx, k, w + r * row_stride, row_stride, y + t * ldy + r, accumulate);
+  for (; r < rows; ++r)
+    for (size_t t = 0; t < m; ++t)
+      GemvF32Block<1>(x + t * ldx, k, w + r * row_stride, row_stride, y + t * ldy + r, accumulate);
+}
+
+void SiluMul(const float* gate, const float* up, float* out, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i), u = _mm256_loadu_ps(up + i);
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    const __m256 s = _mm256_div_ps(g, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(s, u));
+  }
+  for (; i < n; ++i) {
+    // Scalar tail through the same vector code path, one lane used.
+    alignas(32) float g[8] = {gate[i]}, u[8] = {up[i]}, o[8];
+    const __m256 gv = _mm256_load_ps(g);
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_setzero_ps(), gv));
+    _mm256_store_ps(o, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(_mm256_set1_ps(1.0f), e)),
+                                     _mm256_load_ps(u)));
+    out[i] = o[0];
+  }
+}
+
+}  // namespace moeserve::kernels::avx2

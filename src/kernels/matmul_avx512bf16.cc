@@ -1,0 +1,221 @@
+// AVX-512 BF16 MatMul kernels (this TU only is built with -mavx512bf16 and friends).
+//
+// GEMV (few tokens): lanes run along k; R weight rows are streamed side by side, each 32-bf16 load
+// feeding one vdpbf16ps per token, and the 16 lane partial sums reduced at the end of the row.
+// GEMM: lanes run along the output features. A panel of 32 weight rows is packed once into
+// [k/2][32][2] bf16 pairs (L2 resident) and swept by a 12-token × 32-feature register tile:
+// per k pair, 2 vector loads of the panel, 12 broadcasts of x pairs, 24 vdpbf16ps.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/internal.h"
+#include "kernels/simd_math_avx512.h"
+
+namespace moeserve::kernels::avx512bf16 {
+namespace {
+
+constexpr size_t kPanel = 32;  // output features per packed panel (2 vectors)
+constexpr int kTileTokens = 12;
+
+inline __m512bh AsBh(__m512i v) {
+  return (__m512bh)v;
+}
+
+inline void StoreRow(float* y, __m512 v, __mmask16 mask, bool accumulate) {
+  if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y));
+  _mm512_mask_storeu_ps(y, mask, v);
+}
+
+// R rows × M tokens of dot products over k. xb rows are zero padded to a multiple of 32.
+template <int R, int M>
+inline void GemvBlock(const bf16* xb, size_t ldxb, const bf16* w, size_t row_stride, size_t k,
+                      float* y, size_t ldy, bool accumulate) {
+  __m512 acc[R][M];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < M; ++t) acc[r][t] = _mm512_setzero_ps();
+  const size_t k_full = k / 32 * 32;
+  size_t i = 0;
+  for (; i < k_full; i += 32) {
+    __m512i xv[M];
+    for (int t = 0; t < M; ++t) xv[t] = _mm512_loadu_si512(xb + t * ldxb + i);
+    for (int r = 0; r < R; ++r) {
+      // ~2 KiB ahead: beyond what the L2 streamer has usually fetched at the start of a row.
+      _mm_prefetch(reinterpret_cast<const char*>(w + r * row_stride + i) + 2048, _MM_HINT_T0);
+      const __m512i wv = _mm512_loadu_si512(w + r * row_stride + i);
+      for (int t = 0; t < M; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], AsBh(xv[t]), AsBh(wv));
+    }
+  }
+  if (i < k) {
+    const __mmask32 mask = TailMask32(k - i);
+    for (int r = 0; r < R; ++r) {
+      const __m512i wv = _mm512_maskz_loadu_epi16(mask, w + r * row_stride + i);
+      for (int t = 0; t < M; ++t) {
+        const __m512i xv = _mm512_maskz_loadu_epi16(mask, xb + t * ldxb + i);
+        acc[r][t] = _mm512_dpbf16_ps(acc[r][t], AsBh(xv), AsBh(wv));
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < M; ++t) {
+      const float s = _mm512_reduce_add_ps(acc[r][t]);
+      float& out = y[t * ldy + r];
+      out = accumulate ? out + s : s;
+    }
+  }
+}
+
+template <int M>
+void GemvTokens(const bf16* xb, size_t ldxb, const bf16* w, size_t row_stride, size_t k,
+                size_t rows, float* y, size_t ldy, bool accumulate) {
+  constexpr int R = M == 1 ? 4 : (M == 2 ? 4 : 3);
+  size_t r = 0;
+  for (; r + R <= rows; r += R)
+    GemvBlock<R, M>(xb, ldxb, w + r * row_stride, row_stride, k, y + r, ldy, accumulate);
+  for (; r < rows; ++r)
+    GemvBlock<1, M>(xb, ldxb, w + r * row_stride, row_stride, k, y + r, ldy, accumulate);
+}
+
+// pack[p][j][2] = W[j][2p .. 2p+1] for j < 32 (rows beyond `rows` and k beyond `k` are zero).
+void PackPanel(const bf16* w, size_t row_stride, size_t k, size_t rows, bf16* pack) {
+  const size_t pairs = (k + 1) / 2;
+  uint32_t* out = reinterpret_cast<uint32_t*>(pack);
+  for (size_t j = 0; j < kPanel; ++j) {
+    if (j >= rows) {
+      for (size_t p = 0; p < pairs; ++p) out[p * kPanel + j] = 0;
+      continue;
+    }
+    const bf16* wr = w + j * row_stride;
+    const size_t full = k / 2;
+    for (size_t p = 0; p < full; ++p) {
+      uint32_t v;
+      std::memcpy(&v, wr + 2 * p, 4);
+      out[p * kPanel + j] = v;
+    }
+    if (full < pairs) out[full * kPanel + j] = wr[k - 1].bits;
+  }
+}
+
+template <int M>
+void GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, size_t pairs, float* y, size_t ldy,
+              size_t rows, bool accumulate) {
+  __m512 acc[M][2];
+  for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+  const int32_t* x32[M];
+  for (int t = 0; t < M; ++t) x32[t] = reinterpret_cast<const int32_t*>(xb + t * ldxb);
+  const __m512i* wp = reinterpret_cast<const __m512i*>(pack);
+  for (size_t p = 0; p < pairs; ++p) {
+    const __m512i w0 = _mm512_load_si512(wp + 2 * p), w1 = _mm512_load_si512(wp + 2 * p + 1);
+    for (int t = 0; t < M; ++t) {
+      const __m512i xv = _mm512_set1_epi32(x32[t][p]);
+      acc[t][0] = _mm512_dpbf16_ps(acc[t][0], AsBh(xv), AsBh(w0));
+      acc[t][1] = _mm512_dpbf16_ps(acc[t][1], AsBh(xv), AsBh(w1));
+    }
+  }
+  const __mmask16 m0 = TailMask16(rows), m1 = TailMask16(rows > 16 ? rows - 16 : 0);
+  for (int t = 0; t < M; ++t) {
+    StoreRow(y + t * ldy, acc[t][0], m0, accumulate);
+    if (m1) StoreRow(y + t * ldy + 16, acc[t][1], m1, accumulate);
+  }
+}
+
+using TileFn = void (*)(const bf16*, size_t, const bf16*, size_t, float*, size_t, size_t, bool);
+constexpr TileFn kTiles[kTileTokens + 1] = {
+    nullptr,     GemmTile<1>, GemmTile<2>, GemmTile<3>,  GemmTile<4>,  GemmTile<5>, GemmTile<6>,
+    GemmTile<7>, GemmTile<8>, GemmTile<9>, GemmTile<10>, GemmTile<11>, GemmTile<12>};
+
+template <int R>
+inline void GemvF32Block(const float* x, size_t k, const float* w, size_t row_stride, float* y,
+                         bool accumulate) {
+  __m512 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
+  for (size_t i = 0; i < k; i += 16) {
+    const __mmask16 mask = TailMask16(k - i);
+    const __m512 xv = _mm512_maskz_loadu_ps(mask, x + i);
+    for (int r = 0; r < R; ++r)
+      acc[r] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(mask, w + r * row_stride + i), acc[r]);
+  }
+  for (int r = 0; r < R; ++r) {
+    const float s = _mm512_reduce_add_ps(acc[r]);
+    y[r] = accumulate ? y[r] + s : s;
+  }
+}
+
+}  // namespace
+
+void ToBf16Rows(const float* x, size_t ldx, size_t m, size_t k, bf16* out, size_t ldo) {
+  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1);
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
+  for (size_t t = 0; t < m; ++t) {
+    const float* xt = x + t * ldx;
+    bf16* ot = out + t * ldo;
+    for (size_t i = 0; i < ldo; i += 16) {
+      const __mmask16 mask = i < k ? TailMask16(k - i) : 0;
+      const __m512i u = _mm512_castps_si512(_mm512_maskz_loadu_ps(mask, xt + i));
+      // Round to nearest even exactly as F32ToBf16: u + 0x7fff + lsb, NaNs kept quiet.
+      __m512i r = _mm512_add_epi32(
+          u, _mm512_add_epi32(bias, _mm512_and_si512(_mm512_srli_epi32(u, 16), one)));
+      r = _mm512_srli_epi32(r, 16);
+      const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, abs_mask), inf);
+      r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+      const __mmask16 store = TailMask16(ldo - i);
+      _mm256_mask_storeu_epi16(ot + i, store, _mm512_cvtepi32_epi16(r));
+    }
+  }
+}
+
+void GemvBf16(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_stride, size_t k,
+              size_t rows, float* y, size_t ldy, bool accumulate) {
+  size_t t = 0;
+  for (; t + 3 <= m; t += 3)
+    GemvTokens<3>(xb + t * ldxb, ldxb, w, row_stride, k, rows, y + t * ldy, ldy, accumulate);
+  if (m - t == 2)
+    GemvTokens<2>(xb + t * ldxb, ldxb, w, row_stride, k, rows, y + t * ldy, ldy, accumulate);
+  if (m - t == 1)
+    GemvTokens<1>(xb + t * ldxb, ldxb, w, row_stride, k, rows, y + t * ldy, ldy, accumulate);
+}
+
+size_t PackElemsGemmBf16(size_t k) {
+  return (k + 1) / 2 * 2 * kPanel;
+}
+
+void GemmBf16(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_stride, size_t k,
+              size_t rows, float* y, size_t ldy, bool accumulate, bf16* pack) {
+  const size_t pairs = (k + 1) / 2;
+  for (size_t n = 0; n < rows; n += kPanel) {
+    const size_t panel_rows = rows - n < kPanel ? rows - n : kPanel;
+    PackPanel(w + n * row_stride, row_stride, k, panel_rows, pack);
+    size_t t = 0;
+    for (; t + kTileTokens <= m; t += kTileTokens)
+      GemmTile<kTileTokens>(xb + t * ldxb, ldxb, pack, pairs, y + t * ldy + n, ldy, panel_rows,
+                            accumulate);
+    if (t < m)
+      kTiles[m - t](xb + t * ldxb, ldxb, pack, pairs, y + t * ldy + n, ldy, panel_rows, accumulate);
+  }
+}
+
+void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_stride, size_t k,
+             size_t rows, float* y, size_t ldy, bool accumulate) {
+  // Row blocks outermost so a block of W stays in L1 while every token passes over it.
+  size_t r = 0;
+  for (; r + 4 <= rows; r += 4)
+    for (size_t t = 0; t < m; ++t)
+      GemvF32Block<4>(x + t * ldx, k, w + r * row_stride, row_stride, y + t * ldy + r, accumulate);
+  for (; r < rows; ++r)
+    for (size_t t = 0; t < m; ++t)
+      GemvF32Block<1>(x + t * ldx, k, w + r * row_stride, row_stride, y + t * ldy + r, accumulate);
+}
+
+void SiluMul(const float* gate, const float* up, float* out, size_t n) {
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 mask = TailMask16(n - i);
+    const __m512 g = _mm512_maskz_loadu_ps(mask, gate + i);
+    const __m512 u = _mm512_maskz_loadu_ps(mask, up + i);
+    const __m512 e = Exp(_mm512_sub_ps(_mm512_setzero_ps(), g));
+    const __m512 s = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+    _mm512_mask_storeu_ps(out + i, mask, _mm512_mul_ps(s, u));
+  }
+}
+
+}  // namespace moeserve::kernels::avx512bf16

@@ -1,0 +1,48 @@
+// MatMul split into its two halves so that fused callers (MoeExperts) can prepare x once and run
+// row ranges of several weights inside one pool.Run. Baseline-compiled; dispatches on Isa.
+#pragma once
+
+#include <cstddef>
+#include <cstdlib>
+
+#include "kernels/internal.h"
+#include "kernels/weights.h"
+#include "runtime/cpu_features.h"
+
+namespace moeserve::kernels {
+
+// A growable 64-byte-aligned scratch buffer; reused across calls so hot paths do not allocate.
+class ScratchBuffer {
+ public:
+  ScratchBuffer() = default;
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer() { std::free(data_); }
+  // At least `bytes` bytes; previous contents are not kept.
+  void* Get(size_t bytes);
+  template <typename T>
+  T* As(size_t count) {
+    return static_cast<T*>(Get(count * sizeof(T)));
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Converts x for `isa` and the weight dtype (bf16 rounding, or bf16 packing on avx512bf16) into
+// `buf`, or points at x itself for f32 weights. Runs on the calling thread.
+PreparedX PrepareX(Isa isa, DType w_dtype, const float* x, size_t ldx, size_t m, size_t k,
+                   ScratchBuffer& buf);
+
+// y[t, n] for n in [n0, n1): any thread may call it (scratch is thread_local).
+void MatMulRows(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                size_t ldy, bool accumulate);
+
+// Row counts that row ranges should be multiples of (a GEMM panel, or a GEMV row group).
+size_t MatMulRowGrain(Isa isa, size_t m);
+
+// The isa-specific SiluMul.
+void SiluMulIsa(Isa isa, const float* gate, const float* up, float* out, size_t n);
+
+}  // namespace moeserve::kernels

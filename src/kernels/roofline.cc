@@ -1,0 +1,88 @@
+#include "kernels/roofline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/internal.h"
+#include "runtime/cpu_features.h"
+
+namespace moeserve::kernels {
+namespace {
+
+double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Best of `reps` timings of fn run on every thread at once (the slowest thread counts).
+template <typename Fn>
+double BestSeconds(ThreadPool& pool, int reps, const Fn& fn) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.Run([&](size_t thread, size_t threads) { fn(thread, threads); });
+    best = std::min(best, Seconds(t0, std::chrono::steady_clock::now()));
+  }
+  return best;
+}
+
+}  // namespace
+
+Roofline MeasureRoofline(ThreadPool& pool) {
+  const Isa isa = BestIsa();
+  Roofline roof;
+  const size_t threads = pool.num_threads();
+
+  // Read bandwidth: 1 GiB, 32x a 32 MiB LLC, each thread summing its own contiguous part (pages
+  // first touched by the thread that reads them).
+  const size_t n = (size_t{1} << 30) / sizeof(float);
+  float* buf = static_cast<float*>(std::aligned_alloc(4096, n * sizeof(float)));
+  MOESERVE_CHECK(buf != nullptr, "roofline: cannot allocate 1 GiB");
+  auto part = [&](size_t t, size_t nt) {
+    const size_t b = n / nt / 64 * 64 * t, e = t + 1 == nt ? n : n / nt / 64 * 64 * (t + 1);
+    return std::pair<size_t, size_t>{b, e};
+  };
+  pool.Run([&](size_t t, size_t nt) {
+    auto [b, e] = part(t, nt);
+    std::fill(buf + b, buf + e, 1.0f);
+  });
+  std::vector<double> sinks(threads);
+  const double read_s = BestSeconds(pool, 5, [&](size_t t, size_t nt) {
+    auto [b, e] = part(t, nt);
+    if (isa == Isa::kAvx512Bf16) {
+      sinks[t] = avx512bf16::SumBuffer(buf + b, e - b);
+    } else if (isa >= Isa::kAvx2) {
+      sinks[t] = avx2::SumBuffer(buf + b, e - b);
+    } else {
+      float s[8] = {};
+      for (size_t i = b; i + 8 <= e; i += 8)
+        for (int j = 0; j < 8; ++j) s[j] += buf[i + j];
+      sinks[t] = s[0] + s[7];
+    }
+  });
+  std::free(buf);
+  roof.read_gbps = n * sizeof(float) / read_s / 1e9;
+
+  // Compute peaks: ~50 ms per run, independent chains in registers, all threads.
+  const size_t iters = 4'000'000;
+  std::vector<float> fsinks(threads);
+  if (isa == Isa::kAvx512Bf16) {
+    const double s = BestSeconds(
+        pool, 3, [&](size_t t, size_t) { avx512bf16::Bf16DotChains(iters, &fsinks[t]); });
+    roof.bf16_fma_gflops = threads * iters * 12.0 * 64 / s / 1e9;
+    const double f = BestSeconds(
+        pool, 3, [&](size_t t, size_t) { avx512bf16::F32FmaChains(iters, &fsinks[t]); });
+    roof.f32_fma_gflops = threads * iters * 12.0 * 32 / f / 1e9;
+  } else if (isa >= Isa::kAvx2) {
+    const double f =
+        BestSeconds(pool, 3, [&](size_t t, size_t) { avx2::F32FmaChains(iters, &fsinks[t]); });
+    roof.f32_fma_gflops = threads * iters * 12.0 * 16 / f / 1e9;
+    // Without a bf16 dot instruction the bf16 GEMM runs on f32 FMAs: same peak.
+    roof.bf16_fma_gflops = roof.f32_fma_gflops;
+  }
+  return roof;
+}
+
+}  // namespace moeserve::kernels

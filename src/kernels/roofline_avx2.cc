@@ -1,0 +1,36 @@
+// Roofline probes with AVX2 + FMA (for machines without AVX-512; built with the AVX2 flags).
+#include <immintrin.h>
+
+#include "kernels/internal.h"
+#include "kernels/simd_math_avx2.h"
+
+namespace moeserve::kernels::avx2 {
+
+double SumBuffer(const float* data, size_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(data + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(data + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(data + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(data + i + 24));
+  }
+  double s = HorizontalSum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; i < n; ++i) s += data[i];
+  return s;
+}
+
+void F32FmaChains(size_t iterations, float* sink) {
+  __m256 acc[12];
+  for (int c = 0; c < 12; ++c) acc[c] = _mm256_set1_ps(static_cast<float>(c));
+  const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
+  for (size_t i = 0; i < iterations; ++i) {
+    for (int c = 0; c < 12; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
+    __asm__ volatile("" : "+x"(acc[0]), "+x"(acc[1]), "+x"(acc[2]), "+x"(acc[3]));
+  }
+  __m256 s = acc[0];
+  for (int c = 1; c < 12; ++c) s = _mm256_add_ps(s, acc[c]);
+  *sink = HorizontalSum(s);
+}
+
+}  // namespace moeserve::kernels::avx2
