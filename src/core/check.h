@@ -38,5 +38,5 @@ template <typename... Args>
   do {                                                                            \
     if (!(cond)) [[unlikely]]                                                     \
       ::moeserve::detail::CheckFailed(__FILE__, __LINE__, #cond,                  \
-                                      ::moeserve::detail::Concat("" __VA_ARGS__)); \
+                                      ::moeserve::detail::Concat("" __VA_OPT__(, ) __VA_ARGS__)); \
   } while (0)

@@ -2,6 +2,8 @@
 
 #include "core/check.h"
 
+#include <cstring>
+
 namespace moeserve::model {
 
 std::pair<size_t, size_t> SplitRange(size_t n, Shard shard) {

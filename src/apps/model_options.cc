@@ -1,0 +1,39 @@
+#include "apps/model_options.h"
+
+#include "core/check.h"
+
+namespace moeserve::apps {
+
+void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& default_model) {
+  auto* m = app.add_option("--model", opts.model_dir,
+                           "Model folder (Hugging Face layout: config.json, *.safetensors, ...)");
+  if (default_model.empty()) {
+    m->required();
+  } else {
+    opts.model_dir = default_model;
+    m->default_str(default_model);
+  }
+  app.add_option("--threads", opts.threads, "Worker threads (default: all cores)");
+}
+
+std::vector<int32_t> ParseIdList(const std::string& s) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t comma = s.find(',', start);
+    const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    try {
+      size_t used = 0;
+      const long v = std::stol(item, &used);
+      if (used != item.size() || v < 0 || v > INT32_MAX) throw std::invalid_argument(item);
+      ids.push_back(static_cast<int32_t>(v));
+    } catch (const std::exception&) {
+      Fail("invalid token id \"", item, "\" in \"", s, "\"");
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return ids;
+}
+
+}  // namespace moeserve::apps

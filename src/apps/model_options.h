@@ -1,0 +1,20 @@
+// Options shared by the commands that load a model (generate, bench, serve).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace moeserve::apps {
+
+struct ModelOptions {
+  std::string model_dir;
+  size_t threads = 0;  // 0 = all cores
+};
+
+// Adds --model and --threads. `default_model` is used when --model is omitted ("" = required).
+void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& default_model = "");
+
+// Parses "1,2,3" into ids; throws moeserve::Error naming the bad item.
+std::vector<int32_t> ParseIdList(const std::string& s);
+
+}  // namespace moeserve::apps
