@@ -26,7 +26,6 @@ void F32FmaChains(size_t iterations, float* sink) {
   const __m256 a = _mm256_set1_ps(0.999f), b = _mm256_set1_ps(1e-3f);
   for (size_t i = 0; i < iterations; ++i) {
     for (int c = 0; c < 12; ++c) acc[c] = _mm256_fmadd_ps(acc[c], a, b);
-    __asm__ volatile("" : "+x"(acc[0]), "+x"(acc[1]), "+x"(acc[2]), "+x"(acc[3]));
   }
   __m256 s = acc[0];
   for (int c = 1; c < 12; ++c) s = _mm256_add_ps(s, acc[c]);
