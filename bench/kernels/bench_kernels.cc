@@ -21,12 +21,17 @@ namespace moeserve::kernels {
 namespace {
 
 double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Median and best of `runs` timings. Both are printed: the median is the figure asked for, the
+// best is what the kernel does when no other process competes for the cores (shared machines).
+struct Timing {
+  double median_s, best_s;
+};
+
 template <typename Fn>
-double MedianSeconds(int runs, const Fn& fn) {
+Timing Time(int runs, const Fn& fn) {
   fn(0);  // warm-up (page faults, scratch growth)
   std::vector<double> t;
   for (int r = 0; r < runs; ++r) {
@@ -35,7 +40,7 @@ double MedianSeconds(int runs, const Fn& fn) {
     t.push_back(Now() - t0);
   }
   std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return {t[t.size() / 2], t[0]};
 }
 
 std::vector<bf16> RandomWeights(size_t n, uint32_t seed) {
@@ -57,9 +62,12 @@ int Main(int argc, char** argv) {
   size_t threads = 0;
   bool quick = false;
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--quick")) quick = true;
+    if (!std::strcmp(argv[i], "--runs") && i + 1 < argc)
+      runs = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
   }
   ThreadPool pool(threads);
   std::printf("isa %s, %zu threads, median of %d runs\n", IsaName(BestIsa()).c_str(),
@@ -68,8 +76,10 @@ int Main(int argc, char** argv) {
   std::printf("roofline: read %.1f GB/s, bf16 dot %.0f GFLOP/s, f32 FMA %.0f GFLOP/s\n\n",
               roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops);
 
-  const Shape shapes[] = {{"q_proj", 6144, 3072}, {"o_proj", 3072, 6144},
-                          {"k_proj", 1024, 3072}, {"expert w1", 1536, 3072},
+  const Shape shapes[] = {{"q_proj", 6144, 3072},
+                          {"o_proj", 3072, 6144},
+                          {"k_proj", 1024, 3072},
+                          {"expert w1", 1536, 3072},
                           {"expert w2", 3072, 1536}};
   std::mt19937 rng(1);
   std::vector<float> x(512 * 6144), y(512 * 6144);
@@ -81,13 +91,16 @@ int Main(int argc, char** argv) {
     const size_t copies = std::max<size_t>(2, (160u << 20) / bytes);
     std::vector<std::vector<bf16>> w;
     for (size_t c = 0; c < copies; ++c) w.push_back(RandomWeights(s.rows * s.cols, c + 1));
-    const double sec = MedianSeconds(runs * 4, [&](int r) {
+    const Timing tm = Time(runs * 4, [&](int r) {
       MatMul(x.data(), s.cols, 1, Bf16Matrix(w[r % copies].data(), s.rows, s.cols), y.data(),
              s.rows, pool);
     });
-    const double gbps = bytes / sec / 1e9;
-    std::printf("  %-10s [%5zu,%5zu] %8.1f us  %6.1f GB/s  = %3.0f%% of read roofline\n", s.name,
-                s.rows, s.cols, sec * 1e6, gbps, 100 * gbps / roof.read_gbps);
+    const double gbps = bytes / tm.median_s / 1e9, best = bytes / tm.best_s / 1e9;
+    std::printf(
+        "  %-10s [%5zu,%5zu] %8.1f us  %6.1f GB/s = %3.0f%% of read roofline "
+        "(best run %.1f GB/s = %.0f%%)\n",
+        s.name, s.rows, s.cols, tm.median_s * 1e6, gbps, 100 * gbps / roof.read_gbps, best,
+        100 * best / roof.read_gbps);
   }
 
   const size_t m = 512;
@@ -95,13 +108,17 @@ int Main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     if (quick && s.rows * s.cols > 1536 * 3072) continue;
     const std::vector<bf16> w = RandomWeights(s.rows * s.cols, 7);
-    const double sec = MedianSeconds(std::max(runs / 2, 5), [&](int) {
+    const Timing tm = Time(std::max(runs / 2, 5), [&](int) {
       MatMul(x.data(), s.cols, m, Bf16Matrix(w.data(), s.rows, s.cols), y.data(), s.rows, pool);
     });
-    const double gflops = 2.0 * m * s.rows * s.cols / sec / 1e9;
-    const double peak = roof.bf16_fma_gflops;
-    std::printf("  %-10s [%5zu,%5zu] %8.2f ms  %6.1f GFLOP/s = %3.0f%% of bf16 peak\n", s.name,
-                s.rows, s.cols, sec * 1e3, gflops, peak > 0 ? 100 * gflops / peak : 0.0);
+    const double flop = 2.0 * m * s.rows * s.cols;
+    const double gflops = flop / tm.median_s / 1e9, best = flop / tm.best_s / 1e9;
+    const double peak = roof.bf16_fma_gflops > 0 ? roof.bf16_fma_gflops : 1e30;
+    std::printf(
+        "  %-10s [%5zu,%5zu] %8.2f ms  %6.1f GFLOP/s = %3.0f%% of bf16 peak "
+        "(best run %.1f = %.0f%%)\n",
+        s.name, s.rows, s.cols, tm.median_s * 1e3, gflops, 100 * gflops / peak, best,
+        100 * best / peak);
   }
 
   // MoE decode: 32 experts (906 MB, never cache resident), top-8 of them per token.
@@ -119,19 +136,23 @@ int Main(int argc, char** argv) {
     }
     std::vector<int32_t> idx(K);
     std::vector<float> wts(K, 1.0f / K);
-    const double sec = MedianSeconds(runs * 2, [&](int r) {
+    const Timing tm = Time(runs * 2, [&](int r) {
       for (size_t j = 0; j < K; ++j) idx[j] = static_cast<int32_t>((r * K + j) % E);
       MoeExperts(x.data(), H, 1, idx.data(), wts.data(), K, ex, y.data(), H, pool);
     });
     const double bytes = K * 3.0 * I * H * 2;
-    std::printf("\nMoeExperts decode (1 token, top-%zu of %zu, [%zu,%zu]/[%zu,%zu]) %.2f ms  "
-                "%.1f GB/s = %.0f%% of read roofline\n",
-                K, E, I, H, H, I, sec * 1e3, bytes / sec / 1e9,
-                100 * bytes / sec / 1e9 / roof.read_gbps);
+    const double gbps = bytes / tm.median_s / 1e9, best = bytes / tm.best_s / 1e9;
+    std::printf(
+        "\nMoeExperts decode (1 token, top-%zu of %zu, [%zu,%zu]/[%zu,%zu]) %.2f ms  "
+        "%.1f GB/s = %.0f%% of read roofline (best run %.1f GB/s = %.0f%%)\n",
+        K, E, I, H, H, I, tm.median_s * 1e3, gbps, 100 * gbps / roof.read_gbps, best,
+        100 * best / roof.read_gbps);
   }
   return 0;
 }
 
 }  // namespace moeserve::kernels
 
-int main(int argc, char** argv) { return moeserve::kernels::Main(argc, argv); }
+int main(int argc, char** argv) {
+  return moeserve::kernels::Main(argc, argv);
+}

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/internal.h"
+#include "runtime/cpu_features.h"
 
 namespace moeserve::kernels {
 namespace {
@@ -30,6 +32,7 @@ void CheckShape(std::span<const AttentionSeq> seqs, const AttentionShape& s, siz
     MOESERVE_CHECK(q.q_len <= q.kv_len, "q_len ", q.q_len, " > kv_len ", q.kv_len);
 }
 
+// Baseline primitives for the scalar path (8 partial sums: vectorisable without reassociation).
 float Dot(const float* a, const float* b, size_t n) {
   float part[8] = {};
   size_t i = 0;
@@ -38,76 +41,65 @@ float Dot(const float* a, const float* b, size_t n) {
   for (; i < n; ++i) part[i % 8] += a[i] * b[i];
   return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
+void Axpy(float alpha, const float* x, float* y, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+}
+void Scale(float* y, float s, size_t n) {
+  for (size_t i = 0; i < n; ++i) y[i] *= s;
+}
+void Widen(const bf16* src, float* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = Bf16ToF32(src[i]);
+}
+
+#include "kernels/attention_tile.h"
 
 struct Scratch {
-  std::vector<float> k, v;    // [block_size, head_dim] widened K/V rows of one block
-  std::vector<float> scores;  // [rows, block_size]
-  std::vector<float> acc;     // [rows, head_dim]
-  std::vector<float> max, sum;
+  std::vector<float> k, v, scores, acc, max, sum;
 };
 
 struct Item {
   size_t seq, kv_head, q0, q1;  // queries [q0, q1) of the sequence (local indices)
 };
 
-void RunItem(const float* q, size_t ldq, const AttentionSeq& sq, const AttentionShape& s,
+void RunItem(Isa isa, const float* q, size_t ldq, const AttentionSeq& sq, const AttentionShape& s,
              const Item& it, float* out, size_t ldo, Scratch& sc) {
   const size_t d = s.head_dim, group = s.num_heads / s.num_kv_heads, bs = s.block_size;
-  const size_t nq = it.q1 - it.q0, rows = nq * group;
-  const size_t first_pos = sq.kv_len - sq.q_len;  // position of local query 0
-  const size_t kv_end = first_pos + it.q1;        // keys [0, kv_end) matter to this tile
+  const size_t rows = (it.q1 - it.q0) * group;
   sc.k.resize(bs * d);
   sc.v.resize(bs * d);
   sc.scores.resize(rows * bs);
-  sc.acc.assign(rows * d, 0.0f);
-  sc.max.assign(rows, -std::numeric_limits<float>::infinity());
-  sc.sum.assign(rows, 0.0f);
-  // Row r = (query i, head-in-group g): i = r / group.
-  auto qrow = [&](size_t r) {
-    const size_t i = it.q0 + r / group, h = it.kv_head * group + r % group;
-    return q + (sq.q_begin + i) * ldq + h * d;
-  };
-  for (size_t b0 = 0; b0 < kv_end; b0 += bs) {
-    const size_t nk = std::min(bs, kv_end - b0);
-    const bf16* kb = sq.k_blocks[b0 / bs] + it.kv_head * d;
-    const bf16* vb = sq.v_blocks[b0 / bs] + it.kv_head * d;
-    for (size_t p = 0; p < nk; ++p)
-      for (size_t j = 0; j < d; ++j) {
-        sc.k[p * d + j] = Bf16ToF32(kb[p * s.num_kv_heads * d + j]);
-        sc.v[p * d + j] = Bf16ToF32(vb[p * s.num_kv_heads * d + j]);
-      }
-    for (size_t r = 0; r < rows; ++r) {
-      const size_t pos = first_pos + it.q0 + r / group;
-      if (b0 > pos) continue;
-      const size_t n_valid = std::min(nk, pos - b0 + 1);
-      const float* qr = qrow(r);
-      float* sr = sc.scores.data() + r * bs;
-      float block_max = -std::numeric_limits<float>::infinity();
-      for (size_t p = 0; p < n_valid; ++p) {
-        sr[p] = s.scale * Dot(qr, sc.k.data() + p * d, d);
-        block_max = std::max(block_max, sr[p]);
-      }
-      const float new_max = std::max(sc.max[r], block_max);
-      const float correction = std::exp(sc.max[r] - new_max);
-      float* ar = sc.acc.data() + r * d;
-      if (correction != 1.0f)
-        for (size_t j = 0; j < d; ++j) ar[j] *= correction;
-      float block_sum = 0;
-      for (size_t p = 0; p < n_valid; ++p) {
-        const float e = std::exp(sr[p] - new_max);
-        block_sum += e;
-        const float* vr = sc.v.data() + p * d;
-        for (size_t j = 0; j < d; ++j) ar[j] += e * vr[j];
-      }
-      sc.sum[r] = sc.sum[r] * correction + block_sum;
-      sc.max[r] = new_max;
-    }
-  }
-  for (size_t r = 0; r < rows; ++r) {
-    const size_t i = it.q0 + r / group, h = it.kv_head * group + r % group;
-    float* o = out + (sq.q_begin + i) * ldo + h * d;
-    const float inv = 1.0f / sc.sum[r];
-    for (size_t j = 0; j < d; ++j) o[j] = sc.acc[r * d + j] * inv;
+  sc.acc.resize(rows * d);
+  sc.max.resize(rows);
+  sc.sum.resize(rows);
+  AttentionTileArgs a{q + sq.q_begin * ldq,
+                      ldq,
+                      out + sq.q_begin * ldo,
+                      ldo,
+                      sq.k_blocks,
+                      sq.v_blocks,
+                      sq.kv_len - sq.q_len,
+                      it.q0,
+                      it.q1,
+                      it.kv_head,
+                      group,
+                      s.num_kv_heads,
+                      d,
+                      bs,
+                      s.scale,
+                      sc.k.data(),
+                      sc.v.data(),
+                      sc.scores.data(),
+                      sc.acc.data(),
+                      sc.max.data(),
+                      sc.sum.data()};
+  switch (isa) {
+    case Isa::kAvx512Bf16:
+      return avx512bf16::AttentionTile(a);
+    case Isa::kAvx512:
+    case Isa::kAvx2:
+      return avx2::AttentionTile(a);
+    case Isa::kScalar:
+      return AttentionTileImpl(a);
   }
 }
 
@@ -128,11 +120,12 @@ void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
     const size_t kb = seqs[b.seq].kv_len - seqs[b.seq].q_len + b.q1;
     return ka > kb;
   });
-  std::vector<Item>& work = items;
+  std::vector<Item>& work = items;  // the caller's thread_local, named in the workers' lambda
+  const Isa isa = BestIsa();
   pool.ParallelForDynamic(work.size(), [&](size_t i, size_t) {
     thread_local Scratch scratch;
     const Item& it = work[i];
-    RunItem(q, ldq, seqs[it.seq], shape, it, out, ldo, scratch);
+    RunItem(isa, q, ldq, seqs[it.seq], shape, it, out, ldo, scratch);
   });
 }
 

@@ -16,7 +16,25 @@ namespace moeserve::kernels {
 // Row-major "y[t, r] (=|+=) Σ_k x[t, k] · w[r, k]" over t < m, r < rows, k < k. y points at column
 // 0 of the row range, w at its first row.
 
+// One attention work item (attention.cc): queries [q0, q1) of a sequence (local indices, q and
+// out already offset to the sequence's first row), all q heads of kv head `kv_head`.
+struct AttentionTileArgs {
+  const float* q;
+  size_t ldq;
+  float* out;
+  size_t ldo;
+  const bf16* const* k_blocks;
+  const bf16* const* v_blocks;
+  size_t first_pos;  // position of local query 0 (kv_len − q_len)
+  size_t q0, q1, kv_head, group, num_kv_heads, head_dim, block_size;
+  float scale;
+  // Scratch: k, v [block_size, head_dim]; scores [rows, block_size]; acc [rows, head_dim];
+  // max, sum [rows]; rows = (q1 − q0) · group.
+  float *k, *v, *scores, *acc, *max, *sum;
+};
+
 namespace avx2 {
+void AttentionTile(const AttentionTileArgs& args);
 // out[t, 0..ldo) = bf16-rounded x[t, 0..k) as f32, zero padded to ldo.
 void RoundRowsToBf16(const float* x, size_t ldx, size_t m, size_t k, float* out, size_t ldo);
 // xr holds bf16-rounded values (RoundRowsToBf16). Streams w rows; good for small m.
@@ -36,6 +54,7 @@ void F32FmaChains(size_t iterations, float* sink);  // 12 chains × 16 flop per 
 }  // namespace avx2
 
 namespace avx512bf16 {
+void AttentionTile(const AttentionTileArgs& args);
 // out[t, 0..ldo) = bf16(x[t, 0..k)) (round to nearest even, as F32ToBf16), zero padded; ldo even.
 void ToBf16Rows(const float* x, size_t ldx, size_t m, size_t k, bf16* out, size_t ldo);
 // xb: ToBf16Rows output with ldxb >= round_up(k, 2), padding zero.

@@ -1,0 +1,75 @@
+// One attention work item (sequence, kv head, query tile), written once over four vector
+// primitives that the including TU defines before including this file, in its own namespace:
+//   float Dot(const float* a, const float* b, size_t n);
+//   void Axpy(float alpha, const float* x, float* y, size_t n);      // y += alpha · x
+//   void Scale(float* y, float s, size_t n);                          // y *= s
+//   void Widen(const bf16* src, float* dst, size_t n);                // dst = f32(src)
+// Included by attention.cc (baseline) and the per-ISA TUs, INSIDE their namespace and after
+// <cmath> and kernels/internal.h; everything here has internal linkage and uses no std templates,
+// so no inline definition is shared between differently-flagged TUs.
+//
+// Math: for each row r = (query i, q head h of this kv head's group), keys are visited one cache
+// block at a time with an online softmax: s_p = scale · q·k_p (p ≤ position of i),
+// m' = max(m, max_p s_p), acc = acc · e^(m − m') + Σ_p e^(s_p − m') v_p, l likewise; out = acc / l.
+namespace {
+
+inline size_t MinSize(size_t a, size_t b) {
+  return a < b ? a : b;
+}
+inline float MaxF(float a, float b) {
+  return a > b ? a : b;
+}
+
+void AttentionTileImpl(const AttentionTileArgs& a) {
+  const size_t d = a.head_dim, bs = a.block_size, group = a.group;
+  const size_t rows = (a.q1 - a.q0) * group;
+  const size_t kv_end = a.first_pos + a.q1;  // keys [0, kv_end) matter to this tile
+  const size_t kv_stride = a.num_kv_heads * d;
+  for (size_t r = 0; r < rows; ++r) {
+    a.max[r] = -INFINITY;
+    a.sum[r] = 0.0f;
+    for (size_t j = 0; j < d; ++j) a.acc[r * d + j] = 0.0f;
+  }
+  for (size_t b0 = 0; b0 < kv_end; b0 += bs) {
+    const size_t nk = MinSize(bs, kv_end - b0);
+    const bf16* kb = a.k_blocks[b0 / bs] + a.kv_head * d;
+    const bf16* vb = a.v_blocks[b0 / bs] + a.kv_head * d;
+    for (size_t p = 0; p < nk; ++p) {
+      Widen(kb + p * kv_stride, a.k + p * d, d);
+      Widen(vb + p * kv_stride, a.v + p * d, d);
+    }
+    for (size_t r = 0; r < rows; ++r) {
+      const size_t i = a.q0 + r / group, h = a.kv_head * group + r % group;
+      const size_t pos = a.first_pos + i;
+      if (b0 > pos) continue;
+      const size_t n_valid = MinSize(nk, pos - b0 + 1);
+      const float* qr = a.q + i * a.ldq + h * d;
+      float* sr = a.scores + r * bs;
+      float block_max = -INFINITY;
+      for (size_t p = 0; p < n_valid; ++p) {
+        sr[p] = a.scale * Dot(qr, a.k + p * d, d);
+        block_max = MaxF(block_max, sr[p]);
+      }
+      const float new_max = MaxF(a.max[r], block_max);
+      const float correction = std::exp(a.max[r] - new_max);
+      float* ar = a.acc + r * d;
+      if (correction != 1.0f) Scale(ar, correction, d);
+      float block_sum = 0;
+      for (size_t p = 0; p < n_valid; ++p) {
+        const float e = std::exp(sr[p] - new_max);
+        block_sum += e;
+        Axpy(e, a.v + p * d, ar, d);
+      }
+      a.sum[r] = a.sum[r] * correction + block_sum;
+      a.max[r] = new_max;
+    }
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t i = a.q0 + r / group, h = a.kv_head * group + r % group;
+    float* o = a.out + i * a.ldo + h * d;
+    const float inv = 1.0f / a.sum[r];
+    for (size_t j = 0; j < d; ++j) o[j] = a.acc[r * d + j] * inv;
+  }
+}
+
+}  // namespace
