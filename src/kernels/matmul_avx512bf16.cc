@@ -66,34 +66,52 @@ inline void GemvBlock(const bf16* xb, size_t ldxb, const bf16* w, size_t row_str
   }
 }
 
-template <int M>
-void GemvTokens(const bf16* xb, size_t ldxb, const bf16* w, size_t row_stride, size_t k,
-                size_t rows, float* y, size_t ldy, bool accumulate) {
-  constexpr int R = M == 1 ? 4 : (M == 2 ? 4 : 3);
-  size_t r = 0;
-  for (; r + R <= rows; r += R)
-    GemvBlock<R, M>(xb, ldxb, w + r * row_stride, row_stride, k, y + r, ldy, accumulate);
-  for (; r < rows; ++r)
-    GemvBlock<1, M>(xb, ldxb, w + r * row_stride, row_stride, k, y + r, ldy, accumulate);
+// In-register transpose of a 16 × 16 matrix of 32-bit elements (r[i] = row i; on return r[c] =
+// column c): 32-bit interleave, 64-bit interleave, then a 4 × 4 transpose of 128-bit lanes.
+inline void Transpose16x16(__m512i r[16]) {
+  __m512i t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  // u[4i + j], lane L: column 4L + j of rows 4i .. 4i+3.
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i + 0] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int j = 0; j < 4; ++j) {
+    const __m512i a = _mm512_shuffle_i32x4(u[j], u[4 + j], 0x88);
+    const __m512i b = _mm512_shuffle_i32x4(u[j], u[4 + j], 0xdd);
+    const __m512i c = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0x88);
+    const __m512i d = _mm512_shuffle_i32x4(u[8 + j], u[12 + j], 0xdd);
+    r[0 * 4 + j] = _mm512_shuffle_i32x4(a, c, 0x88);
+    r[2 * 4 + j] = _mm512_shuffle_i32x4(a, c, 0xdd);
+    r[1 * 4 + j] = _mm512_shuffle_i32x4(b, d, 0x88);
+    r[3 * 4 + j] = _mm512_shuffle_i32x4(b, d, 0xdd);
+  }
 }
 
-// pack[p][j][2] = W[j][2p .. 2p+1] for j < 32 (rows beyond `rows` and k beyond `k` are zero).
+// pack[p][j][2] = W[j][2p .. 2p+1] for j < 32 (rows beyond `rows` and k beyond `k` are zero):
+// 16 rows × 16 pairs at a time, transposed in registers.
 void PackPanel(const bf16* w, size_t row_stride, size_t k, size_t rows, bf16* pack) {
   const size_t pairs = (k + 1) / 2;
-  uint32_t* out = reinterpret_cast<uint32_t*>(pack);
-  for (size_t j = 0; j < kPanel; ++j) {
-    if (j >= rows) {
-      for (size_t p = 0; p < pairs; ++p) out[p * kPanel + j] = 0;
-      continue;
+  int32_t* out = reinterpret_cast<int32_t*>(pack);
+  for (size_t half = 0; half < 2; ++half) {
+    for (size_t p0 = 0; p0 < pairs; p0 += 16) {
+      const __mmask32 mask = TailMask32(k - 2 * p0);
+      __m512i r[16];
+      for (size_t i = 0; i < 16; ++i) {
+        const size_t j = half * 16 + i;
+        r[i] = j < rows ? _mm512_maskz_loadu_epi16(mask, w + j * row_stride + 2 * p0)
+                        : _mm512_setzero_si512();
+      }
+      Transpose16x16(r);
+      const size_t n = pairs - p0 < 16 ? pairs - p0 : 16;
+      for (size_t c = 0; c < n; ++c)
+        _mm512_store_si512(out + (p0 + c) * kPanel + half * 16, r[c]);
     }
-    const bf16* wr = w + j * row_stride;
-    const size_t full = k / 2;
-    for (size_t p = 0; p < full; ++p) {
-      uint32_t v;
-      std::memcpy(&v, wr + 2 * p, 4);
-      out[p * kPanel + j] = v;
-    }
-    if (full < pairs) out[full * kPanel + j] = wr[k - 1].bits;
   }
 }
 
@@ -167,13 +185,30 @@ void ToBf16Rows(const float* x, size_t ldx, size_t m, size_t k, bf16* out, size_
 
 void GemvBf16(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_stride, size_t k,
               size_t rows, float* y, size_t ldy, bool accumulate) {
-  size_t t = 0;
-  for (; t + 3 <= m; t += 3)
-    GemvTokens<3>(xb + t * ldxb, ldxb, w, row_stride, k, rows, y + t * ldy, ldy, accumulate);
-  if (m - t == 2)
-    GemvTokens<2>(xb + t * ldxb, ldxb, w, row_stride, k, rows, y + t * ldy, ldy, accumulate);
-  if (m - t == 1)
-    GemvTokens<1>(xb + t * ldxb, ldxb, w, row_stride, k, rows, y + t * ldy, ldy, accumulate);
+  // Row blocks outermost: a block (R rows, <= 18 KiB at k = 3072) is read from memory once and
+  // from L1 by every later group of tokens.
+  constexpr size_t R = 4, R3 = 3;
+  size_t r = 0;
+  for (; r < rows;) {
+    const bool full = m <= 2 ? r + R <= rows : r + R3 <= rows;
+    const size_t nr = full ? (m <= 2 ? R : R3) : 1;
+    const bf16* wr = w + r * row_stride;
+    size_t t = 0;
+    for (; t + 3 <= m; t += 3) {
+      if (full) GemvBlock<R3, 3>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
+      else GemvBlock<1, 3>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
+    }
+    if (m - t == 2) {
+      if (full && nr == R) GemvBlock<R, 2>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
+      else if (full) GemvBlock<R3, 2>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
+      else GemvBlock<1, 2>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
+    } else if (m - t == 1) {
+      if (full && nr == R) GemvBlock<R, 1>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
+      else if (full) GemvBlock<R3, 1>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
+      else GemvBlock<1, 1>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
+    }
+    r += nr;
+  }
 }
 
 size_t PackElemsGemmBf16(size_t k) {
