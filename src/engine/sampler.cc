@@ -142,12 +142,10 @@ int32_t ArgMax(const float* logits, size_t vocab) {
   return static_cast<int32_t>(best);
 }
 
-SampleResult Sampler::Sample(const float* logits, size_t vocab, const SamplingParams& params,
-                             SamplerState& state, std::span<const int32_t> eos_ids,
-                             size_t num_generated) {
-  MOESERVE_CHECK(vocab > 0);
-  work_.assign(logits, logits + vocab);
-  float* w = work_.data();
+void ProcessLogits(std::span<float> logits, const SamplingParams& params, const SamplerState& state,
+                   std::span<const int32_t> eos_ids, size_t num_generated) {
+  float* w = logits.data();
+  const size_t vocab = logits.size();
   auto in_vocab = [vocab](int32_t id) { return id >= 0 && static_cast<size_t>(id) < vocab; };
 
   if (num_generated < static_cast<size_t>(std::max(params.min_tokens, 0))) {
@@ -175,6 +173,15 @@ SampleResult Sampler::Sample(const float* logits, size_t vocab, const SamplingPa
       if (in_vocab(id) && count > 0)
         w[id] -= static_cast<float>(count) * params.frequency_penalty + params.presence_penalty;
   }
+}
+
+SampleResult Sampler::Sample(const float* logits, size_t vocab, const SamplingParams& params,
+                             SamplerState& state, std::span<const int32_t> eos_ids,
+                             size_t num_generated) {
+  MOESERVE_CHECK(vocab > 0);
+  work_.assign(logits, logits + vocab);
+  float* w = work_.data();
+  ProcessLogits(work_, params, state, eos_ids, num_generated);
 
   SampleResult result;
   if (params.IsGreedy() || params.top_k == 1) {

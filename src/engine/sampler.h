@@ -72,6 +72,11 @@ class Sampler {
   std::vector<float> weights_;     // unnormalized probabilities of cand_
 };
 
+// Steps 2-3 above, in place on a copy of the logits: min_tokens masking, logit_bias, repetition,
+// frequency and presence penalties.
+void ProcessLogits(std::span<float> logits, const SamplingParams& params, const SamplerState& state,
+                   std::span<const int32_t> eos_ids, size_t num_generated);
+
 // log_softmax over [vocab] (for prompt logprobs / echo).
 std::vector<float> LogSoftmax(const float* logits, size_t vocab);
 // log(sum(exp(logits))), stable.
