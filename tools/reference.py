@@ -11,8 +11,8 @@ Numerics modes (--numerics):
                     w1/w3/w2, lm_head) is rounded to bf16 (round-to-nearest-even) before the matmul;
                     products and sums are f32. The router runs fully in f32 on the f32 hidden state.
                     K and V are rounded to bf16 when stored in the cache (after k-norm and RoPE).
-                    RMSNorm in f32: y = w * x * rsqrt(mean(x^2) + eps). RoPE in f32 with
-                    inv_freq = 1/(theta ** (arange(0, r, 2, f32)/r)), angle = f32(pos) * inv_freq.
+                    RMSNorm in f32: y = w * x * rsqrt(mean(x^2) + eps). RoPE: exponent arange(0, r, 2, f32)/r, inv_freq = 1/theta**exponent
+                    and cos/sin evaluated in f64 and rounded once to f32; angle = f32(pos) * inv_freq.
                     Attention softmax in f32 with scale 1/sqrt(head_dim).
   bf16              what HF transformers computes with the model in torch.bfloat16, eager attention:
                     every tensor bf16 and every op rounds to bf16; RMSNorm upcasts to f32 for the
@@ -200,10 +200,22 @@ class Model:
     def rope(self, x, positions):
         """x [..., T, head_dim]; NeoX rotation of the first rotary_dim dims."""
         r = self.cfg.rotary_dim
-        inv_freq = 1.0 / (self.cfg.theta ** (torch.arange(0, r, 2, dtype=torch.float32) / r))
-        freqs = positions.to(torch.float32)[:, None] * inv_freq[None, :]
-        emb = torch.cat([freqs, freqs], dim=-1)
-        cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        exponent = torch.arange(0, r, 2, dtype=torch.float32) / r
+        if self.numerics == "bf16":
+            # HF: f32 pow and f32 cos/sin (torch's vectorised f32 cos/sin are off by 1 ulp at
+            # some angles), cast to the activation dtype.
+            inv_freq = 1.0 / (self.cfg.theta ** exponent)
+            freqs = positions.to(torch.float32)[:, None] * inv_freq[None, :]
+            emb = torch.cat([freqs, freqs], dim=-1)
+            cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        else:
+            # Engine policy: the same f32 exponent and f32 angle as HF, but pow and cos/sin
+            # evaluated in f64 and rounded once to f32, so both implementations get the correctly
+            # rounded value (a 1-ulp cos difference flips bf16-rounded K elements downstream).
+            inv_freq = (1.0 / (float(self.cfg.theta) ** exponent.to(torch.float64))).to(torch.float32)
+            freqs = positions.to(torch.float32)[:, None] * inv_freq[None, :]
+            emb = torch.cat([freqs, freqs], dim=-1).to(torch.float64)
+            cos, sin = emb.cos().to(torch.float32), emb.sin().to(torch.float32)
         xr, xp = x[..., :r], x[..., r:]
         half = r // 2
         rot = torch.cat([-xr[..., half:], xr[..., :half]], dim=-1)

@@ -4,11 +4,13 @@ checkpoint. One CTest case per config; each checks
 
   * prompt logits ([T, vocab], every position) against the reference run with the engine's numerics
     policy (`--numerics engine`: bf16 weights, f32 activations, bf16-rounded matmul inputs and KV).
-    The two implementations then differ only in f32 summation order and in the rare activation that
-    lands within one f32 ulp of a bf16 rounding boundary and rounds the other way (one bf16 ulp =
-    2^-8 relative on that element). Measured max-abs differences are ~1e-4 of the logit range, so we
-    require max|diff| <= 2e-3 * max|logit| and argmax agreement on >= 99% of positions (a flipped
-    near-tie is the only way argmax may differ);
+    The two then differ only in f32 summation order (torch's GEMM and attention vs ours). But an
+    f32 difference of one ulp flips the bf16 rounding of an activation that sits on a rounding
+    boundary, moving that element by one bf16 ulp (2^-8 relative), and that moves the logits
+    downstream by up to ~1e-2 of their range. Short prompts see no flip and match to ~1e-7; a
+    300-token prompt sees a few (measured: max 2.6e-3, mean ~5e-4 of max|logit|). So: max|diff|
+    <= 1e-2 * max|logit|, mean|diff| <= 2e-3 * max|logit|, argmax agreement >= 99%. A skipped or
+    mis-sliced tensor moves logits by O(1) of their range (tools/test_reference.py), far outside;
   * the same logits against HF's pure-bf16 semantics (`--numerics bf16`), loosely: argmax agreement
     >= 90% (bf16 rounding of every op moves logits by ~1e-2 relative; this guards the math, not
     the numerics);
@@ -106,7 +108,9 @@ def main():
           f"{agree:.4f}; vs HF bf16 reference: max|diff| {float(np.abs(L - B).max()):.2e}, "
           f"argmax agreement {agree_bf16:.4f}")
     ok = True
-    if max_abs > 2e-3 * scale:
+    mean_abs = float(np.abs(L - R).mean())
+    print(f"mean|diff| {mean_abs:.2e} ({mean_abs / scale:.1e} relative)")
+    if max_abs > 1e-2 * scale or mean_abs > 2e-3 * scale:
         print("FAIL: logits differ beyond tolerance"); ok = False
     if agree < 0.99:
         print("FAIL: argmax agreement below 0.99"); ok = False
