@@ -28,41 +28,34 @@ inline void StoreRow(float* y, __m512 v, __mmask16 mask, bool accumulate) {
   _mm512_mask_storeu_ps(y, mask, v);
 }
 
-// R rows × M tokens of dot products over k. xb rows are zero padded to a multiple of 32.
-template <int R, int M>
-inline void GemvBlock(const bf16* xb, size_t ldxb, const bf16* w, size_t row_stride, size_t k,
-                      float* y, size_t ldy, bool accumulate) {
-  __m512 acc[R][M];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < M; ++t) acc[r][t] = _mm512_setzero_ps();
-  const size_t k_full = k / 32 * 32;
+// One weight row · M tokens over k. Rows are read one at a time, front to back: a single
+// sequential stream is what the hardware prefetcher follows best (measured on a Zen 4 core:
+// 21 GB/s for one row at a time vs 13-17 GB/s interleaving 2-8 rows, and software prefetch only
+// hurt). Two accumulators per token hide the vdpbf16ps latency. xb rows are zero padded to a
+// multiple of 32 elements.
+template <int M>
+inline void RowDot(const bf16* xb, size_t ldxb, const bf16* w, size_t k, float* y, size_t ldy,
+                   bool accumulate) {
+  __m512 acc0[M], acc1[M];
+  for (int t = 0; t < M; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
   size_t i = 0;
-  for (; i < k_full; i += 32) {
-    __m512i xv[M];
-    for (int t = 0; t < M; ++t) xv[t] = _mm512_loadu_si512(xb + t * ldxb + i);
-    for (int r = 0; r < R; ++r) {
-      // ~2 KiB ahead: beyond what the L2 streamer has usually fetched at the start of a row.
-      _mm_prefetch(reinterpret_cast<const char*>(w + r * row_stride + i) + 2048, _MM_HINT_T0);
-      const __m512i wv = _mm512_loadu_si512(w + r * row_stride + i);
-      for (int t = 0; t < M; ++t) acc[r][t] = _mm512_dpbf16_ps(acc[r][t], AsBh(xv[t]), AsBh(wv));
-    }
-  }
-  if (i < k) {
-    const __mmask32 mask = TailMask32(k - i);
-    for (int r = 0; r < R; ++r) {
-      const __m512i wv = _mm512_maskz_loadu_epi16(mask, w + r * row_stride + i);
-      for (int t = 0; t < M; ++t) {
-        const __m512i xv = _mm512_maskz_loadu_epi16(mask, xb + t * ldxb + i);
-        acc[r][t] = _mm512_dpbf16_ps(acc[r][t], AsBh(xv), AsBh(wv));
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r) {
+  for (; i + 64 <= k; i += 64) {
+    const __m512i w0 = _mm512_loadu_si512(w + i), w1 = _mm512_loadu_si512(w + i + 32);
     for (int t = 0; t < M; ++t) {
-      const float s = _mm512_reduce_add_ps(acc[r][t]);
-      float& out = y[t * ldy + r];
-      out = accumulate ? out + s : s;
+      acc0[t] = _mm512_dpbf16_ps(acc0[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + i)), AsBh(w0));
+      acc1[t] =
+          _mm512_dpbf16_ps(acc1[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + i + 32)), AsBh(w1));
     }
+  }
+  for (; i < k; i += 32) {
+    const __m512i wv = _mm512_maskz_loadu_epi16(TailMask32(k - i), w + i);
+    for (int t = 0; t < M; ++t)  // x is zero padded: a full load is safe and adds zeros
+      acc0[t] = _mm512_dpbf16_ps(acc0[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + i)), AsBh(wv));
+  }
+  for (int t = 0; t < M; ++t) {
+    const float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t]));
+    float& out = y[t * ldy];
+    out = accumulate ? out + s : s;
   }
 }
 
@@ -185,29 +178,13 @@ void ToBf16Rows(const float* x, size_t ldx, size_t m, size_t k, bf16* out, size_
 
 void GemvBf16(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_stride, size_t k,
               size_t rows, float* y, size_t ldy, bool accumulate) {
-  // Row blocks outermost: a block (R rows, <= 18 KiB at k = 3072) is read from memory once and
-  // from L1 by every later group of tokens.
-  constexpr size_t R = 4, R3 = 3;
-  size_t r = 0;
-  for (; r < rows;) {
-    const bool full = m <= 2 ? r + R <= rows : r + R3 <= rows;
-    const size_t nr = full ? (m <= 2 ? R : R3) : 1;
+  // Rows outermost: each row comes from memory once and from L1 for every later token group.
+  for (size_t r = 0; r < rows; ++r) {
     const bf16* wr = w + r * row_stride;
     size_t t = 0;
-    for (; t + 3 <= m; t += 3) {
-      if (full) GemvBlock<R3, 3>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
-      else GemvBlock<1, 3>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
-    }
-    if (m - t == 2) {
-      if (full && nr == R) GemvBlock<R, 2>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
-      else if (full) GemvBlock<R3, 2>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
-      else GemvBlock<1, 2>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
-    } else if (m - t == 1) {
-      if (full && nr == R) GemvBlock<R, 1>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
-      else if (full) GemvBlock<R3, 1>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
-      else GemvBlock<1, 1>(xb + t * ldxb, ldxb, wr, row_stride, k, y + t * ldy + r, ldy, accumulate);
-    }
-    r += nr;
+    for (; t + 3 <= m; t += 3) RowDot<3>(xb + t * ldxb, ldxb, wr, k, y + t * ldy + r, ldy, accumulate);
+    if (m - t == 2) RowDot<2>(xb + t * ldxb, ldxb, wr, k, y + t * ldy + r, ldy, accumulate);
+    if (m - t == 1) RowDot<1>(xb + t * ldxb, ldxb, wr, k, y + t * ldy + r, ldy, accumulate);
   }
 }
 
