@@ -24,43 +24,33 @@ inline float Bf16Bits(uint16_t b) {
   return f;
 }
 
-template <int R, int M>
-inline void GemvBlock(const float* xr, size_t ldxr, const bf16* w, size_t row_stride, size_t k,
-                      float* y, size_t ldy, bool accumulate) {
-  __m256 acc[R][M];
-  for (int r = 0; r < R; ++r)
-    for (int t = 0; t < M; ++t) acc[r][t] = _mm256_setzero_ps();
-  const size_t k_full = k / 8 * 8;
-  for (size_t i = 0; i < k_full; i += 8) {
-    __m256 xv[M];
-    for (int t = 0; t < M; ++t) xv[t] = _mm256_loadu_ps(xr + t * ldxr + i);
-    for (int r = 0; r < R; ++r) {
-      if (i % 32 == 0)
-        _mm_prefetch(reinterpret_cast<const char*>(w + r * row_stride + i) + 2048, _MM_HINT_T0);
-      const __m256 wv = LoadBf16(w + r * row_stride + i);
-      for (int t = 0; t < M; ++t) acc[r][t] = _mm256_fmadd_ps(xv[t], wv, acc[r][t]);
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < M; ++t) {
-      float s = HorizontalSum(acc[r][t]);
-      for (size_t i = k_full; i < k; ++i)
-        s += xr[t * ldxr + i] * Bf16Bits(w[r * row_stride + i].bits);
-      float& out = y[t * ldy + r];
-      out = accumulate ? out + s : s;
-    }
-  }
-}
-
+// One weight row · M tokens, rows read one at a time front to back (a single sequential stream
+// is what the hardware prefetcher follows best); two accumulators per token.
 template <int M>
-void GemvTokens(const float* xr, size_t ldxr, const bf16* w, size_t row_stride, size_t k,
-                size_t rows, float* y, size_t ldy, bool accumulate) {
-  constexpr int R = 4;
-  size_t r = 0;
-  for (; r + R <= rows; r += R)
-    GemvBlock<R, M>(xr, ldxr, w + r * row_stride, row_stride, k, y + r, ldy, accumulate);
-  for (; r < rows; ++r)
-    GemvBlock<1, M>(xr, ldxr, w + r * row_stride, row_stride, k, y + r, ldy, accumulate);
+inline void RowDot(const float* xr, size_t ldxr, const bf16* w, size_t k, float* y, size_t ldy,
+                   bool accumulate) {
+  __m256 acc0[M], acc1[M];
+  for (int t = 0; t < M; ++t) acc0[t] = acc1[t] = _mm256_setzero_ps();
+  size_t i = 0;
+  for (; i + 16 <= k; i += 16) {
+    const __m256 w0 = LoadBf16(w + i), w1 = LoadBf16(w + i + 8);
+    for (int t = 0; t < M; ++t) {
+      acc0[t] = _mm256_fmadd_ps(_mm256_loadu_ps(xr + t * ldxr + i), w0, acc0[t]);
+      acc1[t] = _mm256_fmadd_ps(_mm256_loadu_ps(xr + t * ldxr + i + 8), w1, acc1[t]);
+    }
+  }
+  if (i + 8 <= k) {
+    const __m256 w0 = LoadBf16(w + i);
+    for (int t = 0; t < M; ++t)
+      acc0[t] = _mm256_fmadd_ps(_mm256_loadu_ps(xr + t * ldxr + i), w0, acc0[t]);
+    i += 8;
+  }
+  for (int t = 0; t < M; ++t) {
+    float s = HorizontalSum(_mm256_add_ps(acc0[t], acc1[t]));
+    for (size_t j = i; j < k; ++j) s += xr[t * ldxr + j] * Bf16Bits(w[j].bits);
+    float& out = y[t * ldy];
+    out = accumulate ? out + s : s;
+  }
 }
 
 // pack[i][j] = W[j][i] as f32, j < 16 (rows beyond `rows` are zero).
@@ -163,11 +153,13 @@ void RoundRowsToBf16(const float* x, size_t ldx, size_t m, size_t k, float* out,
 
 void GemvBf16(const float* xr, size_t ldxr, size_t m, const bf16* w, size_t row_stride, size_t k,
               size_t rows, float* y, size_t ldy, bool accumulate) {
-  size_t t = 0;
-  for (; t + 2 <= m; t += 2)
-    GemvTokens<2>(xr + t * ldxr, ldxr, w, row_stride, k, rows, y + t * ldy, ldy, accumulate);
-  if (t < m)
-    GemvTokens<1>(xr + t * ldxr, ldxr, w, row_stride, k, rows, y + t * ldy, ldy, accumulate);
+  // Rows outermost: each row comes from memory once and from L1 for every later token pair.
+  for (size_t r = 0; r < rows; ++r) {
+    const bf16* wr = w + r * row_stride;
+    size_t t = 0;
+    for (; t + 2 <= m; t += 2) RowDot<2>(xr + t * ldxr, ldxr, wr, k, y + t * ldy + r, ldy, accumulate);
+    if (t < m) RowDot<1>(xr + t * ldxr, ldxr, wr, k, y + t * ldy + r, ldy, accumulate);
+  }
 }
 
 size_t PackFloatsGemmBf16(size_t k) {
