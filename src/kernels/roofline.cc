@@ -17,13 +17,14 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 }
 
 // Best of `reps` timings of fn run on every thread at once (the slowest thread counts).
-template <typename Fn>
-double BestSeconds(ThreadPool& pool, int reps, const Fn& fn) {
+template <typename Fn, typename Between = void (*)()>
+double BestSeconds(ThreadPool& pool, int reps, const Fn& fn, const Between& between = [] {}) {
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     pool.Run([&](size_t thread, size_t threads) { fn(thread, threads); });
     best = std::min(best, Seconds(t0, std::chrono::steady_clock::now()));
+    between();
   }
   return best;
 }
@@ -35,22 +36,28 @@ Roofline MeasureRoofline(ThreadPool& pool) {
   Roofline roof;
   const size_t threads = pool.num_threads();
 
-  // Read bandwidth: 1 GiB, 32x a 32 MiB LLC, each thread summing its own contiguous part (pages
-  // first touched by the thread that reads them).
-  const size_t n = (size_t{1} << 30) / sizeof(float);
+  // Read bandwidth: a 1 GiB buffer (32x a 32 MiB LLC) read in 256 MiB passes, each thread summing
+  // its own contiguous part (pages first touched by the thread that reads them). Many short passes,
+  // best one kept: on a shared machine a long pass is rarely run with every thread on a core.
+  const size_t n = (size_t{1} << 30) / sizeof(float), pass = n / 4;
   float* buf = static_cast<float*>(std::aligned_alloc(4096, n * sizeof(float)));
   MOESERVE_CHECK(buf != nullptr, "roofline: cannot allocate 1 GiB");
-  auto part = [&](size_t t, size_t nt) {
-    const size_t b = n / nt / 64 * 64 * t, e = t + 1 == nt ? n : n / nt / 64 * 64 * (t + 1);
+  auto part = [&](size_t begin, size_t len, size_t t, size_t nt) {
+    const size_t chunk = len / nt / 64 * 64;
+    const size_t b = begin + chunk * t, e = t + 1 == nt ? begin + len : b + chunk;
     return std::pair<size_t, size_t>{b, e};
   };
   pool.Run([&](size_t t, size_t nt) {
-    auto [b, e] = part(t, nt);
-    std::fill(buf + b, buf + e, 1.0f);
+    for (size_t p = 0; p < n; p += pass) {
+      auto [b, e] = part(p, pass, t, nt);
+      std::fill(buf + b, buf + e, 1.0f);
+    }
   });
   std::vector<double> sinks(threads);
-  const double read_s = BestSeconds(pool, 5, [&](size_t t, size_t nt) {
-    auto [b, e] = part(t, nt);
+  size_t pass_index = 0;
+  const double read_s = BestSeconds(pool, 24, [&](size_t t, size_t nt) {
+    // Every thread computes the same pass index from the shared counter's value at entry.
+    auto [b, e] = part((pass_index % 4) * pass, pass, t, nt);
     if (isa == Isa::kAvx512Bf16) {
       sinks[t] = avx512bf16::SumBuffer(buf + b, e - b);
     } else if (isa >= Isa::kAvx2) {
@@ -61,12 +68,13 @@ Roofline MeasureRoofline(ThreadPool& pool) {
         for (int j = 0; j < 8; ++j) s[j] += buf[i + j];
       sinks[t] = s[0] + s[7];
     }
-  });
+  }, [&] { ++pass_index; });
   std::free(buf);
-  roof.read_gbps = n * sizeof(float) / read_s / 1e9;
+  roof.read_gbps = pass * sizeof(float) / read_s / 1e9;
 
-  // Compute peaks: ~50 ms per run, independent chains in registers, all threads.
-  const size_t iters = 4'000'000;
+  // Compute peaks: ~2 ms per run (short, for the same reason), independent chains in registers,
+  // all threads, best of 30.
+  const size_t iters = 200'000;
   std::vector<float> fsinks(threads);
   if (isa == Isa::kAvx512Bf16) {
     const double s = BestSeconds(
@@ -77,7 +85,7 @@ Roofline MeasureRoofline(ThreadPool& pool) {
     roof.f32_fma_gflops = threads * iters * 12.0 * 32 / f / 1e9;
   } else if (isa >= Isa::kAvx2) {
     const double f =
-        BestSeconds(pool, 3, [&](size_t t, size_t) { avx2::F32FmaChains(iters, &fsinks[t]); });
+        BestSeconds(pool, 30, [&](size_t t, size_t) { avx2::F32FmaChains(iters, &fsinks[t]); });
     roof.f32_fma_gflops = threads * iters * 12.0 * 16 / f / 1e9;
     // Without a bf16 dot instruction the bf16 GEMM runs on f32 FMAs: same peak.
     roof.bf16_fma_gflops = roof.f32_fma_gflops;
