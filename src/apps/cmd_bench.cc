@@ -1,0 +1,124 @@
+// moeserve bench: prefill and decode throughput of a model on this machine, printed beside the
+// machine's measured roofline (read bandwidth, bf16 FMA peak), medians of several runs.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "apps/command_registry.h"
+#include "apps/model_options.h"
+#include "cache/kv_pool.h"
+#include "core/check.h"
+#include "dist/communicator.h"
+#include "kernels/roofline.h"
+#include "model/registry.h"
+
+namespace moeserve::apps {
+namespace {
+
+struct BenchOptions {
+  ModelOptions model;
+  size_t prompt_len = 512;
+  size_t decode_tokens = 32;
+  size_t runs = 3;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Multiply-adds x2 per prompt token of a prefill of `t` tokens: projections, router, the top-k
+// experts, and causal attention (QK and PV over on average (t+1)/2 keys). The LM head runs for the
+// last token only and is left out.
+double PrefillFlopsPerToken(const model::ModelConfig& c, size_t t) {
+  const double h = c.hidden_size, qw = c.q_width(), kw = c.kv_width();
+  const double proj = 2 * h * (qw + 2 * kw) + 2 * qw * h;
+  const double router = 2 * h * c.num_experts;
+  const double experts = c.num_experts_per_token * 3.0 * 2 * h * c.expert_intermediate_size;
+  const double attn = 2.0 * 2 * qw * (t + 1) / 2.0;
+  return c.num_layers * (proj + router + experts + attn);
+}
+
+int RunBench(const BenchOptions& o) {
+  ThreadPool pool(o.model.threads);
+  dist::SingleRankCommunicator comm;
+  auto model = model::LoadModel(o.model.model_dir, model::Shard{}, {&pool, &comm});
+  const auto& cfg = model->config();
+  const size_t block_size = 16, vocab = cfg.vocab_size;
+  const size_t max_len = o.prompt_len + o.decode_tokens + 1;
+  std::vector<int32_t> table((max_len + block_size - 1) / block_size);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  cache::KvPool kv(model->kv_layout(), block_size, table.size());
+
+  std::printf("moeserve bench: %s, %zu layers, hidden %zu, %zu experts top-%zu, %zu threads\n",
+              o.model.model_dir.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_experts,
+              cfg.num_experts_per_token, pool.num_threads());
+  std::printf("measuring the machine's roofline...\n");
+  const kernels::Roofline roof = kernels::MeasureRoofline(pool);
+
+  std::mt19937 rng(1234);
+  std::vector<int32_t> prompt(o.prompt_len);
+  for (auto& id : prompt) id = static_cast<int32_t>(rng() % vocab);
+  std::vector<float> logits(vocab);
+  std::vector<double> prefill_tps, decode_tps;
+  for (size_t run = 0; run < o.runs + 1; ++run) {  // run 0 warms caches and page tables
+    model::Batch prefill;
+    prefill.token_ids = prompt;
+    prefill.seqs.push_back({prompt.size(), 0, table});
+    prefill.logits_rows = {static_cast<int32_t>(prompt.size() - 1)};
+    double t0 = Now();
+    model->Forward(prefill, kv, logits.data());
+    const double prefill_s = Now() - t0;
+
+    int32_t token = 0;
+    t0 = Now();
+    for (size_t i = 0; i < o.decode_tokens; ++i) {
+      model::Batch step;
+      step.token_ids = {token};
+      step.seqs.push_back({1, prompt.size() + i, table});
+      step.logits_rows = {0};
+      model->Forward(step, kv, logits.data());
+      token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    }
+    const double decode_s = Now() - t0;
+    if (run == 0) continue;
+    prefill_tps.push_back(prompt.size() / prefill_s);
+    decode_tps.push_back(o.decode_tokens / decode_s);
+    std::printf("  run %zu: prefill %.1f tok/s, decode %.2f tok/s\n", run, prefill_tps.back(),
+                decode_tps.back());
+  }
+  const double p = Median(prefill_tps), d = Median(decode_tps);
+  const double flops = PrefillFlopsPerToken(cfg, o.prompt_len);
+  const double bytes = static_cast<double>(model->DecodeBytesPerToken());
+  const double gflops = p * flops / 1e9, gbps = d * bytes / 1e9;
+  std::printf("\nmachine: read bandwidth %.1f GB/s, bf16 FMA peak %.0f GFLOP/s, f32 FMA peak %.0f GFLOP/s\n",
+              roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops);
+  std::printf("prefill (%zu-token prompt): %.1f tok/s = %.1f GFLOP/s = %.0f%% of the bf16 peak  [median of %zu]\n",
+              o.prompt_len, p, gflops, 100 * gflops / roof.bf16_fma_gflops, o.runs);
+  std::printf("decode (batch 1): %.2f tok/s; %.1f MB of weights per token -> %.1f GB/s = %.0f%% of the read bandwidth  [median of %zu]\n",
+              d, bytes / 1e6, gbps, 100 * gbps / roof.read_gbps, o.runs);
+  return 0;
+}
+
+CommandRegistration reg{
+    "bench", "Measure prefill and decode throughput against the machine's roofline",
+    [](CLI::App& sub) -> CommandAction {
+      auto o = std::make_shared<BenchOptions>();
+      AddModelOptions(sub, o->model);
+      sub.add_option("--prompt-len", o->prompt_len, "Prefill length")->capture_default_str();
+      sub.add_option("--decode-tokens", o->decode_tokens, "Tokens decoded per run")
+          ->capture_default_str();
+      sub.add_option("--runs", o->runs, "Timed runs (the median is reported)")->capture_default_str();
+      return [o] {
+        if (o->prompt_len == 0 || o->runs == 0) Fail("--prompt-len and --runs must be positive");
+        return RunBench(*o);
+      };
+    }};
+
+}  // namespace
+}  // namespace moeserve::apps
