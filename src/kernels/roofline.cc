@@ -36,10 +36,11 @@ Roofline MeasureRoofline(ThreadPool& pool) {
   Roofline roof;
   const size_t threads = pool.num_threads();
 
-  // Read bandwidth: a 1 GiB buffer (32x a 32 MiB LLC) read in 256 MiB passes, each thread summing
+  // Read bandwidth: a 1 GiB buffer (32x a 32 MiB LLC) read in 32 MiB passes in rotation (a pass
+  // was last touched 1 GiB of reads ago, so it comes from DRAM), each thread summing
   // its own contiguous part (pages first touched by the thread that reads them). Many short passes,
   // best one kept: on a shared machine a long pass is rarely run with every thread on a core.
-  const size_t n = (size_t{1} << 30) / sizeof(float), pass = n / 4;
+  const size_t n = (size_t{1} << 30) / sizeof(float), pass = n / 32;
   float* buf = static_cast<float*>(std::aligned_alloc(4096, n * sizeof(float)));
   MOESERVE_CHECK(buf != nullptr, "roofline: cannot allocate 1 GiB");
   auto part = [&](size_t begin, size_t len, size_t t, size_t nt) {
@@ -55,9 +56,9 @@ Roofline MeasureRoofline(ThreadPool& pool) {
   });
   std::vector<double> sinks(threads);
   size_t pass_index = 0;
-  const double read_s = BestSeconds(pool, 24, [&](size_t t, size_t nt) {
+  const double read_s = BestSeconds(pool, 96, [&](size_t t, size_t nt) {
     // Every thread computes the same pass index from the shared counter's value at entry.
-    auto [b, e] = part((pass_index % 4) * pass, pass, t, nt);
+    auto [b, e] = part((pass_index % 32) * pass, pass, t, nt);
     if (isa == Isa::kAvx512Bf16) {
       sinks[t] = avx512bf16::SumBuffer(buf + b, e - b);
     } else if (isa >= Isa::kAvx2) {
