@@ -103,16 +103,17 @@ float TokenLogprob(const float* logits, size_t vocab, int32_t token) {
 }
 
 namespace {
-// The k best ids by HigherFirst, sorted best first. A bounded heap keeps it O(vocab log k).
-std::vector<int32_t> TopIds(const float* values, size_t vocab, size_t k) {
-  k = std::min(k, vocab);
+// The k best of `count` ids (ids[i], or i when ids is null) by HigherFirst, sorted best first.
+// A bounded heap: O(count log k), and most ids cost one comparison with the heap's worst.
+std::vector<int32_t> TopIds(const float* values, const int32_t* ids, size_t count, size_t k) {
+  k = std::min(k, count);
   if (k == 0) return {};
   HigherFirst better{values};
   // std heap with `better` as "less" keeps the worst of the kept ids at the front.
   std::vector<int32_t> heap;
   heap.reserve(k);
-  for (size_t i = 0; i < vocab; ++i) {
-    const auto id = static_cast<int32_t>(i);
+  for (size_t i = 0; i < count; ++i) {
+    const auto id = ids ? ids[i] : static_cast<int32_t>(i);
     if (heap.size() < k) {
       heap.push_back(id);
       std::push_heap(heap.begin(), heap.end(), better);
@@ -124,6 +125,39 @@ std::vector<int32_t> TopIds(const float* values, size_t vocab, size_t k) {
   }
   std::sort(heap.begin(), heap.end(), better);
   return heap;
+}
+
+std::vector<int32_t> TopIds(const float* values, size_t vocab, size_t k) {
+  return TopIds(values, nullptr, vocab, k);
+}
+
+// Reorders ids so that the nucleus comes first and returns its size: the ids, best first by
+// HigherFirst on `values`, whose predecessors' weights sum to < target. Weighted quickselect,
+// expected O(n): no sort even when the nucleus holds most of a flat distribution.
+size_t NucleusSize(std::vector<int32_t>& ids, const float* values, const float* weights,
+                   double target) {
+  const HigherFirst better{values};
+  size_t lo = 0, hi = ids.size();
+  double above = 0.0;  // weight of ids[0, lo), all kept
+  while (lo < hi) {
+    std::swap(ids[lo + (hi - lo) / 2], ids[hi - 1]);
+    const int32_t pivot = ids[hi - 1];
+    const auto mid = std::partition(ids.begin() + lo, ids.begin() + hi - 1,
+                                    [&](int32_t id) { return better(id, pivot); });
+    const size_t split = static_cast<size_t>(mid - ids.begin());
+    std::swap(ids[split], ids[hi - 1]);  // pivot between the better and the worse part
+    double upper = 0.0;
+    for (size_t i = lo; i < split; ++i) upper += weights[ids[i]];
+    if (above + upper >= target) {
+      hi = split;  // the cut is among the better part
+    } else if (above + upper + weights[pivot] >= target) {
+      return split + 1;  // the pivot is the last kept
+    } else {
+      above += upper + weights[pivot];
+      lo = split + 1;
+    }
+  }
+  return std::max<size_t>(lo, 1);
 }
 }  // namespace
 
@@ -228,36 +262,26 @@ int32_t Sampler::SampleFiltered(const SamplingParams& params, std::mt19937_64& r
       if (w[i] >= threshold) cand_.push_back(static_cast<int32_t>(i));
     filtered = true;
   }
-  const HigherFirst better{w};
   if (params.top_k > 0 && static_cast<size_t>(params.top_k) < (filtered ? cand_.size() : vocab)) {
-    if (!filtered) all_ids();
-    std::nth_element(cand_.begin(), cand_.begin() + params.top_k, cand_.end(), better);
-    cand_.resize(static_cast<size_t>(params.top_k));
+    const auto k = static_cast<size_t>(params.top_k);
+    if (k <= 4096) {  // a bounded heap beats nth_element when k is small
+      cand_ = filtered ? TopIds(w, cand_.data(), cand_.size(), k) : TopIds(w, nullptr, vocab, k);
+      filtered = true;
+    } else {
+      if (!filtered) all_ids();
+      std::nth_element(cand_.begin(), cand_.begin() + k, cand_.end(), HigherFirst{w});
+      cand_.resize(k);
+    }
   }
   if (params.top_p < 1.0f) {
     if (!filtered) all_ids();
+    weights_.resize(vocab);  // indexed by id
     double total = 0.0;
-    for (int32_t id : cand_) total += std::exp(w[id] - max_logit);
+    for (int32_t id : cand_) total += weights_[id] = std::exp(w[id] - max_logit);
     // Nucleus: keep a token while the mass of the tokens ranked above it is < top_p (vLLM's
-    // rule, which always keeps the first). Sort only as far as needed, growing the sorted prefix.
+    // rule, which always keeps the first).
     const double target = static_cast<double>(params.top_p) * total;
-    double mass_above = 0.0;
-    size_t sorted = 0, keep = cand_.size();
-    size_t chunk = 64;
-    while (keep == cand_.size() && sorted < cand_.size()) {
-      const size_t end = std::min(cand_.size(), sorted + chunk);
-      std::partial_sort(cand_.begin() + sorted, cand_.begin() + end, cand_.end(), better);
-      for (size_t i = sorted; i < end; ++i) {
-        if (mass_above >= target) {
-          keep = i;
-          break;
-        }
-        mass_above += std::exp(w[cand_[i]] - max_logit);
-      }
-      sorted = end;
-      chunk *= 4;
-    }
-    cand_.resize(std::max<size_t>(keep, 1));
+    cand_.resize(NucleusSize(cand_, w, weights_.data(), target));
   }
 
   if (!filtered) {

@@ -192,7 +192,7 @@ TEST(Sampler, LargeVocabTopKTopPAgreesWithFullSort) {
   double above = 0;
   while (nucleus < probs.size() && above < params.top_p) above += probs[nucleus++];
   const std::set<int32_t> allowed(order.begin(), order.begin() + nucleus);
-  const auto counts = Draw(logits, params, 2000);
+  const auto counts = Draw(logits, params, 300);
   for (const auto& [id, count] : counts) EXPECT_TRUE(allowed.count(id)) << id;
   EXPECT_GT(counts.size(), 5u);
 
@@ -213,7 +213,7 @@ TEST(Sampler, LargeVocabTopKTopPAgreesWithFullSort) {
     nucleus_ids.insert(all[i]);
     above += full[all[i]];
   }
-  for (const auto& [id, count] : Draw(logits, params, 500)) EXPECT_TRUE(nucleus_ids.count(id));
+  for (const auto& [id, count] : Draw(logits, params, 100)) EXPECT_TRUE(nucleus_ids.count(id));
 }
 
 TEST(Sampler, PenaltiesExact) {
@@ -269,7 +269,7 @@ TEST(Sampler, MinTokensMasksEosAndStopIds) {
 TEST(Sampler, LogprobsAreRawLogSoftmax) {
   const size_t vocab = 3000;
   auto logits = RandomLogits(vocab, 11);
-  logits[10] = logits[20] = 9.0f;  // a tie at the top: lower id first
+  logits[10] = logits[20] = 20.0f;  // a tie at the top: lower id first
   SamplingParams params;
   params.temperature = 0.3f;
   params.repetition_penalty = 1.5f;
