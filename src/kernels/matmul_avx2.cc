@@ -157,7 +157,8 @@ void GemvBf16(const float* xr, size_t ldxr, size_t m, const bf16* w, size_t row_
   for (size_t r = 0; r < rows; ++r) {
     const bf16* wr = w + r * row_stride;
     size_t t = 0;
-    for (; t + 2 <= m; t += 2) RowDot<2>(xr + t * ldxr, ldxr, wr, k, y + t * ldy + r, ldy, accumulate);
+    for (; t + 2 <= m; t += 2)
+      RowDot<2>(xr + t * ldxr, ldxr, wr, k, y + t * ldy + r, ldy, accumulate);
     if (t < m) RowDot<1>(xr + t * ldxr, ldxr, wr, k, y + t * ldy + r, ldy, accumulate);
   }
 }

@@ -102,8 +102,7 @@ void PackPanel(const bf16* w, size_t row_stride, size_t k, size_t rows, bf16* pa
       }
       Transpose16x16(r);
       const size_t n = pairs - p0 < 16 ? pairs - p0 : 16;
-      for (size_t c = 0; c < n; ++c)
-        _mm512_store_si512(out + (p0 + c) * kPanel + half * 16, r[c]);
+      for (size_t c = 0; c < n; ++c) _mm512_store_si512(out + (p0 + c) * kPanel + half * 16, r[c]);
     }
   }
 }
@@ -182,7 +181,8 @@ void GemvBf16(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_s
   for (size_t r = 0; r < rows; ++r) {
     const bf16* wr = w + r * row_stride;
     size_t t = 0;
-    for (; t + 3 <= m; t += 3) RowDot<3>(xb + t * ldxb, ldxb, wr, k, y + t * ldy + r, ldy, accumulate);
+    for (; t + 3 <= m; t += 3)
+      RowDot<3>(xb + t * ldxb, ldxb, wr, k, y + t * ldy + r, ldy, accumulate);
     if (m - t == 2) RowDot<2>(xb + t * ldxb, ldxb, wr, k, y + t * ldy + r, ldy, accumulate);
     if (m - t == 1) RowDot<1>(xb + t * ldxb, ldxb, wr, k, y + t * ldy + r, ldy, accumulate);
   }

@@ -18,7 +18,8 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 
 // Best of `reps` timings of fn run on every thread at once (the slowest thread counts).
 template <typename Fn, typename Between = void (*)()>
-double BestSeconds(ThreadPool& pool, int reps, const Fn& fn, const Between& between = [] {}) {
+double BestSeconds(
+    ThreadPool& pool, int reps, const Fn& fn, const Between& between = [] {}) {
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -56,20 +57,23 @@ Roofline MeasureRoofline(ThreadPool& pool) {
   });
   std::vector<double> sinks(threads);
   size_t pass_index = 0;
-  const double read_s = BestSeconds(pool, 96, [&](size_t t, size_t nt) {
-    // Every thread computes the same pass index from the shared counter's value at entry.
-    auto [b, e] = part((pass_index % 32) * pass, pass, t, nt);
-    if (isa == Isa::kAvx512Bf16) {
-      sinks[t] = avx512bf16::SumBuffer(buf + b, e - b);
-    } else if (isa >= Isa::kAvx2) {
-      sinks[t] = avx2::SumBuffer(buf + b, e - b);
-    } else {
-      float s[8] = {};
-      for (size_t i = b; i + 8 <= e; i += 8)
-        for (int j = 0; j < 8; ++j) s[j] += buf[i + j];
-      sinks[t] = s[0] + s[7];
-    }
-  }, [&] { ++pass_index; });
+  const double read_s = BestSeconds(
+      pool, 96,
+      [&](size_t t, size_t nt) {
+        // Every thread computes the same pass index from the shared counter's value at entry.
+        auto [b, e] = part((pass_index % 32) * pass, pass, t, nt);
+        if (isa == Isa::kAvx512Bf16) {
+          sinks[t] = avx512bf16::SumBuffer(buf + b, e - b);
+        } else if (isa >= Isa::kAvx2) {
+          sinks[t] = avx2::SumBuffer(buf + b, e - b);
+        } else {
+          float s[8] = {};
+          for (size_t i = b; i + 8 <= e; i += 8)
+            for (int j = 0; j < 8; ++j) s[j] += buf[i + j];
+          sinks[t] = s[0] + s[7];
+        }
+      },
+      [&] { ++pass_index; });
   std::free(buf);
   roof.read_gbps = pass * sizeof(float) / read_s / 1e9;
 

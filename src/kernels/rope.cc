@@ -10,10 +10,20 @@
 namespace moeserve::kernels {
 namespace {
 
-// HF: inv_freq = 1 / theta ** (arange(0, r, 2).float() / r), all f32.
+// HF: inv_freq = 1 / theta ** (arange(0, r, 2).float() / r). The exponent is f32 as in HF; pow
+// (and cos/sin below) are evaluated in f64 and rounded once, so the result is the correctly
+// rounded f32 on every platform (libm and torch f32 transcendentals differ by an ulp at some
+// arguments, which flips bf16-rounded K elements downstream).
 float InvFreq(size_t j, size_t rotary_dim, float theta) {
   const float exponent = static_cast<float>(2 * j) / static_cast<float>(rotary_dim);
-  return 1.0f / std::pow(theta, exponent);
+  return static_cast<float>(1.0 /
+                            std::pow(static_cast<double>(theta), static_cast<double>(exponent)));
+}
+float Cos(float angle) {
+  return static_cast<float>(std::cos(static_cast<double>(angle)));
+}
+float Sin(float angle) {
+  return static_cast<float>(std::sin(static_cast<double>(angle)));
 }
 
 void Check(size_t head_dim, size_t rotary_dim) {
@@ -35,8 +45,8 @@ void RopeNeox(float* x, size_t ld, size_t num_tokens, size_t num_heads, size_t h
     const float pos = static_cast<float>(positions[t]);
     for (size_t j = 0; j < half; ++j) {
       const float angle = pos * inv_freq[j];
-      cs[j] = std::cos(angle);
-      cs[half + j] = std::sin(angle);
+      cs[j] = Cos(angle);
+      cs[half + j] = Sin(angle);
     }
     for (size_t h = 0; h < num_heads; ++h) {
       float* v = x + t * ld + h * head_dim;
@@ -58,7 +68,7 @@ void RopeNeoxReference(float* x, size_t ld, size_t num_tokens, size_t num_heads,
       float* v = x + t * ld + h * head_dim;
       for (size_t j = 0; j < half; ++j) {
         const float angle = static_cast<float>(positions[t]) * InvFreq(j, rotary_dim, theta);
-        const float c = std::cos(angle), s = std::sin(angle);
+        const float c = Cos(angle), s = Sin(angle);
         const float a = v[j], b = v[j + half];
         v[j] = a * c - b * s;
         v[j + half] = b * c + a * s;
