@@ -7,7 +7,9 @@
 namespace moeserve::cache {
 namespace {
 
-uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+uint64_t Rotl(uint64_t x, int r) {
+  return (x << r) | (x >> (64 - r));
+}
 
 // MurmurHash3's 64-bit finalizer: every input bit affects every output bit.
 uint64_t Fmix64(uint64_t k) {
@@ -123,8 +125,7 @@ size_t BlockManager::CachedPrefixTokens(std::span<const int32_t> tokens) const {
   return MatchPrefix(tokens, max_blocks).size() * block_size_;
 }
 
-size_t BlockManager::NumBlocksToAllocate(std::span<const int32_t> tokens,
-                                         size_t num_tokens) const {
+size_t BlockManager::NumBlocksToAllocate(std::span<const int32_t> tokens, size_t num_tokens) const {
   const size_t max_blocks = tokens.empty() ? 0 : (tokens.size() - 1) / block_size_;
   const std::vector<int32_t> matched = MatchPrefix(tokens, max_blocks);
   size_t revived = 0;
@@ -161,8 +162,8 @@ size_t BlockManager::NumBlocksToGrow(const SeqBlocks& seq, size_t num_tokens) co
 }
 
 void BlockManager::Grow(SeqBlocks& seq, size_t num_tokens) {
-  MOESERVE_CHECK(CanGrow(seq, num_tokens), "needs ", NumBlocksToGrow(seq, num_tokens),
-                 " blocks, ", num_free_, " free");
+  MOESERVE_CHECK(CanGrow(seq, num_tokens), "needs ", NumBlocksToGrow(seq, num_tokens), " blocks, ",
+                 num_free_, " free");
   while (seq.table.size() < BlocksFor(num_tokens)) seq.table.push_back(TakeFreeBlock());
 }
 

@@ -135,8 +135,8 @@ class BlockManager {
   std::vector<int32_t> MatchPrefix(std::span<const int32_t> tokens, size_t max_blocks) const;
   bool EntryMatches(int32_t block, uint64_t hash, int32_t parent,
                     std::span<const int32_t> tokens) const;
-  int32_t TakeFreeBlock();                  // fresh block, ref 1, evicting its cache entry
-  void Uncache(int32_t block);              // drops the cache entry of `block`
+  int32_t TakeFreeBlock();                   // fresh block, ref 1, evicting its cache entry
+  void Uncache(int32_t block);               // drops the cache entry of `block`
   void PushFree(int32_t block, bool front);  // free list: front = reused first
   void Unlink(int32_t block);
 

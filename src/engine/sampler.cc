@@ -15,7 +15,9 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Uniform in [0, 1) from 53 random bits; spelled out so the stream does not depend on the
 // standard library's distribution code.
-double Uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+double Uniform01(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
 
 // Orders ids by value descending, then id ascending: the tie rule of every selection here.
 struct HigherFirst {
@@ -52,8 +54,8 @@ std::string SamplingParams::Validate(size_t vocab_size) const {
   }
   for (int32_t id : stop_token_ids)
     if (id < 0 || static_cast<size_t>(id) >= vocab_size)
-      return detail::Concat("stop_token_ids entry ", id, " is out of vocabulary (size ",
-                            vocab_size, ")");
+      return detail::Concat("stop_token_ids entry ", id, " is out of vocabulary (size ", vocab_size,
+                            ")");
   if (logprobs < -1 || logprobs > kMaxLogprobs) return bad("logprobs", logprobs, "in [0, 20]");
   if (prompt_logprobs < -1 || prompt_logprobs > kMaxLogprobs)
     return bad("prompt_logprobs", prompt_logprobs, "in [0, 20]");
@@ -78,7 +80,9 @@ SamplerState::SamplerState(const SamplingParams& params, std::span<const int32_t
   }
 }
 
-void SamplerState::Accept(int32_t token) { ++output_counts_[token]; }
+void SamplerState::Accept(int32_t token) {
+  ++output_counts_[token];
+}
 
 float LogSumExp(const float* logits, size_t vocab) {
   float max_logit = kNegInf;
@@ -301,7 +305,8 @@ int32_t Sampler::SampleFiltered(const SamplingParams& params, std::mt19937_64& r
   }
   weights_.resize(cand_.size());
   double total = 0.0;
-  for (size_t i = 0; i < cand_.size(); ++i) total += weights_[i] = std::exp(w[cand_[i]] - max_logit);
+  for (size_t i = 0; i < cand_.size(); ++i)
+    total += weights_[i] = std::exp(w[cand_[i]] - max_logit);
   const double r = u * total;
   double acc = 0.0;
   int32_t last_positive = cand_.front();  // the best candidate: weight 1

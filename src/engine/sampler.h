@@ -67,9 +67,9 @@ class Sampler {
   // Indices of `work_` that survive filtering when not all do.
   int32_t SampleFiltered(const SamplingParams& params, std::mt19937_64& rng, size_t vocab);
 
-  std::vector<float> work_;        // [vocab] processed logits
-  std::vector<int32_t> cand_;      // candidate ids
-  std::vector<float> weights_;     // unnormalized probabilities of cand_
+  std::vector<float> work_;     // [vocab] processed logits
+  std::vector<int32_t> cand_;   // candidate ids
+  std::vector<float> weights_;  // unnormalized probabilities of cand_
 };
 
 // Steps 2-3 above, in place on a copy of the logits: min_tokens masking, logit_bias, repetition,

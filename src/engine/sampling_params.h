@@ -17,17 +17,17 @@ struct SamplingParams {
   float top_p = 1.0f;        // in (0, 1]
   float min_p = 0.0f;        // in [0, 1]; keeps tokens with prob >= min_p * max prob
   std::optional<uint64_t> seed;
-  float presence_penalty = 0.0f;     // OpenAI: logit -= presence * (count > 0), output tokens
-  float frequency_penalty = 0.0f;    // OpenAI: logit -= frequency * count, output tokens
-  float repetition_penalty = 1.0f;   // HF/vLLM: prompt and output tokens, divide positive logits
+  float presence_penalty = 0.0f;    // OpenAI: logit -= presence * (count > 0), output tokens
+  float frequency_penalty = 0.0f;   // OpenAI: logit -= frequency * count, output tokens
+  float repetition_penalty = 1.0f;  // HF/vLLM: prompt and output tokens, divide positive logits
   std::vector<std::pair<int32_t, float>> logit_bias;  // (token id, added to the logit)
   int max_tokens = 16;
   int min_tokens = 0;  // EOS and stop_token_ids are masked until this many tokens are generated
   bool ignore_eos = false;
   std::vector<std::string> stop;        // stop strings: checked by the engine after detokenizing
   std::vector<int32_t> stop_token_ids;  // finish when one of these is generated (kept in output)
-  int logprobs = -1;         // -1: none; 0: the sampled token's; k: plus the top k
-  int prompt_logprobs = -1;  // same, for every prompt position after the first
+  int logprobs = -1;                    // -1: none; 0: the sampled token's; k: plus the top k
+  int prompt_logprobs = -1;             // same, for every prompt position after the first
   bool skip_special_tokens = true;
   int n = 1;
 

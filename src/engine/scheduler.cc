@@ -33,8 +33,8 @@ std::string Scheduler::CheckAdmissible(size_t prompt_len, size_t max_tokens) con
   if (prompt_len == 0) return "the prompt must contain at least one token";
   if (prompt_len + max_tokens > config_.max_model_len)
     return detail::Concat("This model's maximum context length is ", config_.max_model_len,
-                          " tokens. However, you requested ", prompt_len + max_tokens,
-                          " tokens (", prompt_len, " in the messages, ", max_tokens,
+                          " tokens. However, you requested ", prompt_len + max_tokens, " tokens (",
+                          prompt_len, " in the messages, ", max_tokens,
                           " in the completion). Please reduce the length of the messages or "
                           "completion.");
   // The last generated token is never fed back, so it needs no KV.
@@ -46,8 +46,7 @@ std::string Scheduler::CheckAdmissible(size_t prompt_len, size_t max_tokens) con
   return "";
 }
 
-Sequence& Scheduler::AddSequence(uint64_t id, std::vector<int32_t> prompt,
-                                 SamplingParams params) {
+Sequence& Scheduler::AddSequence(uint64_t id, std::vector<int32_t> prompt, SamplingParams params) {
   const std::string error =
       CheckAdmissible(prompt.size(), static_cast<size_t>(std::max(params.max_tokens, 0)));
   if (!error.empty()) throw Error(error);
@@ -68,10 +67,9 @@ Sequence* Scheduler::Find(uint64_t id) {
 }
 
 void Scheduler::AddToRunning(Sequence* seq) {
-  auto pos = std::upper_bound(running_.begin(), running_.end(), seq,
-                              [](const Sequence* a, const Sequence* b) {
-                                return a->arrival_ < b->arrival_;
-                              });
+  auto pos = std::upper_bound(
+      running_.begin(), running_.end(), seq,
+      [](const Sequence* a, const Sequence* b) { return a->arrival_ < b->arrival_; });
   running_.insert(pos, seq);
   seq->status_ = SeqStatus::kRunning;
 }
@@ -204,8 +202,9 @@ std::vector<SeqOutput> Scheduler::Postprocess(const ScheduledStep& step,
     const int32_t token = s.needs_logits ? sampled_tokens[next_sample++] : -1;
     Sequence* seq = s.seq;
     if (seq->is_finished()) continue;  // aborted after Schedule()
-    MOESERVE_CHECK(seq->status_ == SeqStatus::kRunning && seq->num_computed_tokens_ == s.context_len,
-                   "sequence ", seq->id(), " changed between Schedule and Postprocess");
+    MOESERVE_CHECK(
+        seq->status_ == SeqStatus::kRunning && seq->num_computed_tokens_ == s.context_len,
+        "sequence ", seq->id(), " changed between Schedule and Postprocess");
     seq->num_computed_tokens_ += s.num_new_tokens;
     if (!s.needs_logits) {
       blocks_.CacheComputedBlocks(seq->blocks_, seq->tokens(), seq->num_computed_tokens_);
@@ -243,7 +242,8 @@ model::Batch ToModelBatch(const ScheduledStep& step) {
     batch.seqs.push_back({.num_new_tokens = s.num_new_tokens,
                           .context_len = s.context_len,
                           .block_table = s.block_table});
-    if (s.needs_logits) batch.logits_rows.push_back(static_cast<int32_t>(batch.token_ids.size() - 1));
+    if (s.needs_logits)
+      batch.logits_rows.push_back(static_cast<int32_t>(batch.token_ids.size() - 1));
   }
   return batch;
 }

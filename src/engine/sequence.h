@@ -30,8 +30,7 @@ const char* FinishReasonName(FinishReason reason);  // "stop", "length", "abort"
 
 class Sequence {
  public:
-  Sequence(uint64_t id, std::vector<int32_t> prompt, SamplingParams params,
-           uint64_t fallback_seed);
+  Sequence(uint64_t id, std::vector<int32_t> prompt, SamplingParams params, uint64_t fallback_seed);
 
   uint64_t id() const { return id_; }
   const SamplingParams& params() const { return params_; }

@@ -134,7 +134,9 @@ TEST(BlockManager, FreedCachedBlocksStayFindableAndAreEvictedLeastRecentlyFreedF
 }
 
 // Every block hashes alike: lookups must still never return a block with other content.
-uint64_t ConstantHash(uint64_t, std::span<const int32_t>) { return 42; }
+uint64_t ConstantHash(uint64_t, std::span<const int32_t>) {
+  return 42;
+}
 
 TEST(BlockManager, HashCollisionsNeverShareWrongBlocks) {
   BlockManager bm(16, 2, BlockManager::Options{.prefix_caching = true, .hash_fn = &ConstantHash});
@@ -160,7 +162,8 @@ TEST(BlockManager, ChildOfARecycledParentIsNotMatched) {
   AllocateComputed(bm, a, std::vector<int32_t>{1, 2, 3, 4, 9});  // P = (1,2), C = (3,4), child of P
   const int32_t p = a.table[0];
   bm.Free(a);
-  AllocateComputed(bm, d, std::vector<int32_t>{1, 7, 0});  // (1,7) collides with P and takes its entry
+  AllocateComputed(bm, d,
+                   std::vector<int32_t>{1, 7, 0});  // (1,7) collides with P and takes its entry
   EXPECT_FALSE(bm.IsCached(p));
   AllocateComputed(bm, e, std::vector<int32_t>{5, 6, 8});  // recycles P for (5,6)
   EXPECT_EQ(e.table[0], p);

@@ -333,9 +333,18 @@ TEST(SamplingParams, ValidateAcceptsDefaultsAndRejectsEachBadValue) {
       {"presence_penalty", [](SamplingParams& p) { p.presence_penalty = 2.5f; }},
       {"frequency_penalty", [](SamplingParams& p) { p.frequency_penalty = -2.5f; }},
       {"repetition_penalty", [](SamplingParams& p) { p.repetition_penalty = 0.0f; }},
-      {"logit_bias", [](SamplingParams& p) { p.logit_bias = {{100, 1.0f}}; }},
-      {"logit_bias", [](SamplingParams& p) { p.logit_bias = {{-1, 1.0f}}; }},
-      {"logit_bias", [](SamplingParams& p) { p.logit_bias = {{3, 101.0f}}; }},
+      {"logit_bias",
+       [](SamplingParams& p) {
+         p.logit_bias = {{100, 1.0f}};
+       }},
+      {"logit_bias",
+       [](SamplingParams& p) {
+         p.logit_bias = {{-1, 1.0f}};
+       }},
+      {"logit_bias",
+       [](SamplingParams& p) {
+         p.logit_bias = {{3, 101.0f}};
+       }},
       {"stop_token_ids", [](SamplingParams& p) { p.stop_token_ids = {100}; }},
       {"logprobs", [](SamplingParams& p) { p.logprobs = 21; }},
       {"prompt_logprobs", [](SamplingParams& p) { p.prompt_logprobs = 21; }},

@@ -92,8 +92,9 @@ std::vector<Request> RandomRequests(uint64_t seed, size_t count) {
     if (i % 4 == 0) r.params.min_tokens = 3;
     requests.push_back(r);
   }
-  std::stable_sort(requests.begin(), requests.end(),
-                   [](const Request& a, const Request& b) { return a.arrival_step < b.arrival_step; });
+  std::stable_sort(requests.begin(), requests.end(), [](const Request& a, const Request& b) {
+    return a.arrival_step < b.arrival_step;
+  });
   return requests;
 }
 
@@ -110,8 +111,9 @@ struct RunStats {
 };
 
 // The engine loop, with per-step checks of the scheduler's promises.
-std::map<uint64_t, Result> RunEngine(const SchedulerConfig& config, const std::vector<Request>& requests,
-                               RunStats* stats = nullptr) {
+std::map<uint64_t, Result> RunEngine(const SchedulerConfig& config,
+                                     const std::vector<Request>& requests,
+                                     RunStats* stats = nullptr) {
   Scheduler scheduler(config);
   FakeModel model(config.num_kv_blocks, config.block_size);
   Sampler sampler;
@@ -134,8 +136,8 @@ std::map<uint64_t, Result> RunEngine(const SchedulerConfig& config, const std::v
     for (const ScheduledSeq& s : step.seqs) {
       const auto tokens = s.seq->tokens();
       EXPECT_EQ(s.context_len, s.seq->num_computed_tokens());
-      EXPECT_TRUE(std::equal(s.token_ids.begin(), s.token_ids.end(),
-                             tokens.begin() + s.context_len));
+      EXPECT_TRUE(
+          std::equal(s.token_ids.begin(), s.token_ids.end(), tokens.begin() + s.context_len));
       EXPECT_EQ(s.needs_logits, s.context_len + s.num_new_tokens == tokens.size());
     }
     const model::Batch batch = ToModelBatch(step);
@@ -145,8 +147,9 @@ std::map<uint64_t, Result> RunEngine(const SchedulerConfig& config, const std::v
       if (!s.needs_logits) continue;
       const float* row = logits.data() + sampled.size() * kVocab;
       const std::vector<int32_t> eos = {kEos};
-      sampled.push_back(sampler.Sample(row, kVocab, s.seq->params(), s.seq->sampler_state(), eos,
-                                       s.seq->num_output_tokens())
+      sampled.push_back(sampler
+                            .Sample(row, kVocab, s.seq->params(), s.seq->sampler_state(), eos,
+                                    s.seq->num_output_tokens())
                             .token);
     }
     for (const SeqOutput& out : scheduler.Postprocess(step, sampled)) {
