@@ -112,7 +112,7 @@ class StreamingDetokenizer {
   bool skip_special_;
   std::string pending_bytes_;   // byte-level: bytes not yet emitted
   std::vector<int32_t> ids_;    // generic: every id so far
-  size_t emitted_chars_ = 0;    // generic: bytes of decoded text already returned
+  std::string emitted_;         // generic: decoded text already returned
 };
 
 }  // namespace moeserve::tokenizer

@@ -36,6 +36,10 @@ TEST_P(TokenizerExactness, MatchesHuggingFace) {
   // Only tokenizer.json: the reference binding does not read tokenizer_config.json.
   Tokenizer tok = Tokenizer::FromFile(tok_path.string());
 
+  // Byte-level BPE without a normalizer or removing split is lossless.
+  const std::string& name = GetParam();
+  const bool lossless = name == "gpt4o" || name == "llama3" || name == "minimax_small" ||
+                        name == "var_split_contiguous";
   size_t strings = 0, mismatches = 0, decode_mismatches = 0, roundtrip_failures = 0,
          stream_failures = 0;
   for (const auto& c : expect["cases"]) {
@@ -62,7 +66,7 @@ TEST_P(TokenizerExactness, MatchesHuggingFace) {
       }
     }
     // Byte-level BPE without a normalizer is lossless.
-    if (tok.Decode(got_plain, false) != text && GetParam() != "qwen3") ++roundtrip_failures;
+    if (lossless && tok.Decode(got_plain, false) != text) ++roundtrip_failures;
     for (bool skip : {false, true}) {
       StreamingDetokenizer stream(tok, skip);
       std::string streamed;
@@ -94,7 +98,7 @@ TEST_P(TokenizerExactness, MatchesHuggingFace) {
             << " encode mismatches, " << decode_mismatches << " decode mismatches ("
             << sequences << " extra id sequences), " << roundtrip_failures
             << " round-trip failures, " << stream_failures << " streaming failures\n";
-  EXPECT_GE(strings, 2000u);
+  EXPECT_GE(strings, name.starts_with("var_") ? 1000u : 2000u);
   EXPECT_EQ(mismatches, 0u);
   EXPECT_EQ(decode_mismatches, 0u);
   EXPECT_EQ(roundtrip_failures, 0u);
@@ -102,7 +106,11 @@ TEST_P(TokenizerExactness, MatchesHuggingFace) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, TokenizerExactness,
-                         ::testing::Values("gpt4o", "qwen3", "llama3", "minimax_small"));
+                         ::testing::Values("gpt4o", "qwen3", "llama3", "minimax_small",
+                                           "var_split_merged", "var_split_contiguous",
+                                           "var_removed_template", "var_normalized_added",
+                                           "var_llama2_bytefallback", "var_unk_not_fused",
+                                           "var_no_unk", "var_metaspace", "var_metaspace_first"));
 
 }  // namespace
 }  // namespace moeserve::tokenizer

@@ -1,6 +1,6 @@
 // Writes the reference (Hugging Face `tokenizers`, via @anush008/tokenizers) ids and decodes for
 // the test strings of tools/tokenizer/corpus.js, one JSON file per tokenizer.json.
-// Usage: node make_expectations.js OUT_DIR GSM8K_DIR NAME=PATH/tokenizer.json [NAME=PATH ...]
+// Usage: node make_expectations.js [--count N] OUT_DIR GSM8K_DIR NAME=PATH/tokenizer.json|@DIR ...
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -8,13 +8,24 @@ const { Tokenizer } = require('@anush008/tokenizers');
 const { rng, testStrings } = require('./corpus');
 
 async function main() {
-  const [outDir, gsmDir, ...specs] = process.argv.slice(2);
+  let argv = process.argv.slice(2);
+  let count = 2200;
+  if (argv[0] === '--count') {
+    count = parseInt(argv[1], 10);
+    argv = argv.slice(2);
+  }
+  const [outDir, gsmDir, ...rest] = argv;
+  let specs = rest;
   if (!outDir || !gsmDir || specs.length === 0) {
     console.error('usage: node make_expectations.js OUT_DIR GSM8K_DIR NAME=tokenizer.json ...');
     process.exit(2);
   }
+  // "@DIR" stands for NAME=DIR/NAME.json for every .json file in DIR.
+  specs = specs.flatMap((spec) => !spec.startsWith('@') ? [spec] :
+    fs.readdirSync(spec.slice(1)).filter((f) => f.endsWith('.json')).sort()
+      .map((f) => `${f.slice(0, -5)}=${path.join(spec.slice(1), f)}`));
   fs.mkdirSync(outDir, { recursive: true });
-  const strings = testStrings(gsmDir, 2200);
+  const strings = testStrings(gsmDir, count);
   for (const spec of specs) {
     const eq = spec.indexOf('=');
     const name = spec.slice(0, eq);
