@@ -170,10 +170,14 @@ ScheduledStep Scheduler::Schedule() {
          running_.size() < config_.max_num_seqs && step.seqs.size() < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     const auto tokens = seq->tokens();
-    const size_t cached = blocks_.CachedPrefixTokens(tokens);
+    // Prompt logprobs need the logits of every prompt row, so such a prompt is computed in
+    // full: the prefix-cache lookup sees only its first token, which never matches a block.
+    const bool wants_prompt_rows = seq->params().prompt_logprobs >= 0 && seq->num_output_tokens() == 0;
+    const auto lookup = wants_prompt_rows ? tokens.first(1) : tokens;
+    const size_t cached = blocks_.CachedPrefixTokens(lookup);
     const size_t n = std::min(tokens.size() - cached, budget);
-    if (!blocks_.CanAllocate(tokens, cached + n)) break;
-    MOESERVE_CHECK(blocks_.Allocate(seq->blocks_, tokens, cached + n) == cached);
+    if (!blocks_.CanAllocate(lookup, cached + n)) break;
+    MOESERVE_CHECK(blocks_.Allocate(seq->blocks_, lookup, cached + n) == cached);
     waiting_.pop_front();
     seq->num_computed_tokens_ = cached;
     if (!seq->admitted_before_) seq->num_cached_prompt_tokens_ = cached;
