@@ -44,6 +44,24 @@ std::string ApplyChatTemplate(const ChatTemplate& tmpl, const nlohmann::ordered_
   return tmpl.Render(context);
 }
 
+nlohmann::ordered_json ParseToolCallArguments(const nlohmann::ordered_json& messages) {
+  nlohmann::ordered_json out = messages;
+  if (!out.is_array()) return out;
+  for (auto& m : out) {
+    if (!m.is_object() || !m.contains("tool_calls") || !m["tool_calls"].is_array()) continue;
+    for (auto& call : m["tool_calls"]) {
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
+        continue;
+      auto& fn = call["function"];
+      if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
+      auto parsed =
+          nlohmann::ordered_json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+      if (!parsed.is_discarded()) fn["arguments"] = std::move(parsed);
+    }
+  }
+  return out;
+}
+
 namespace {
 
 std::string ReadFile(const std::filesystem::path& path) {

@@ -66,6 +66,12 @@ std::string ApplyChatTemplate(
     const nlohmann::ordered_json& tools, bool add_generation_prompt,
     const nlohmann::ordered_json& extra = nlohmann::ordered_json::object());
 
+// Returns `messages` with every assistant tool_calls[].function.arguments that is a JSON string
+// parsed into an object (strings that are not valid JSON stay as they are). vLLM does this before
+// rendering, and the MiniMax-M2 template needs it: it prints <parameter> lines only when
+// `arguments is mapping`, so a string would render an invoke without its parameters.
+nlohmann::ordered_json ParseToolCallArguments(const nlohmann::ordered_json& messages);
+
 // Chat template and special tokens of a Hugging Face model directory: tokenizer_config.json
 // `chat_template` (a string, or a list of {name, template} where "default" is taken), else
 // chat_template.jinja; bos/eos tokens as strings or {content: ...}. Throws moeserve::Error.

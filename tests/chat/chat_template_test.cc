@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "chat/reply_parser.h"
 #include "core/check.h"
 
 namespace moeserve::chat {
@@ -155,6 +156,39 @@ TEST(ChatTemplateFile, MiniMaxRendersInterleavedThinking) {
                   "<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n"
                   "<parameter name=\"days\">2</parameter>\n</invoke>\n</minimax:tool_call>\n[e~[\n"
                   "]~b]tool\n<response>Sunny</response>[e~[\n]~b]ai\n<think>\n"),
+      std::string::npos)
+      << prompt;
+}
+
+TEST(ChatTemplateFile, MiniMaxReplyRoundTrip) {
+  // A parsed MiniMax reply, sent back by the client as an assistant message (arguments as a JSON
+  // string, as OpenAI clients do), renders with its reasoning and parameters once the argument
+  // strings are parsed (as vLLM does).
+  ChatTemplate t = ChatTemplate::Parse(
+      ReadFile(std::string(MOESERVE_SOURCE_DIR) + "/tests/chat/data/minimax-m2.jinja"));
+  ParserOptions o;
+  o.reasoning = ReasoningFormat::kThinkTags;
+  o.tools = ToolCallFormat::kMiniMaxXml;
+  o.prompt_opened_think = true;
+  ParsedReply r =
+      ParseReply(o,
+                 "Need the tool.\n</think>\n\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n"
+                 "<parameter name=\"city\">Paris</parameter>\n</invoke>\n</minimax:tool_call>");
+  ojson assistant = {{"role", "assistant"},
+                     {"content", r.content},
+                     {"reasoning_content", r.reasoning_content},
+                     {"tool_calls", ojson::array()}};
+  for (const auto& c : r.tool_calls) assistant["tool_calls"].push_back(c.ToOpenAI());
+  ojson messages = ojson::array({{{"role", "user"}, {"content", "Weather?"}},
+                                 assistant,
+                                 {{"role", "tool"}, {"content", "Sunny"}}});
+  std::string raw = ApplyChatTemplate(t, messages, nullptr, true);
+  EXPECT_EQ(raw.find("<parameter name=\"city\">"), std::string::npos);  // string args: dropped
+  std::string prompt = ApplyChatTemplate(t, ParseToolCallArguments(messages), nullptr, true);
+  EXPECT_NE(
+      prompt.find("]~b]ai\n<think>\nNeed the tool.\n</think>\n\n\n<minimax:tool_call>\n"
+                  "<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n"
+                  "</invoke>\n</minimax:tool_call>\n[e~[\n]~b]tool\n<response>Sunny</response>"),
       std::string::npos)
       << prompt;
 }
