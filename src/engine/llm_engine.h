@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cache/kv_pool.h"
+#include "engine/engine_interface.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
@@ -69,7 +70,7 @@ struct EngineStats {
   uint64_t num_preemptions = 0, steps = 0;
 };
 
-class LLMEngine {
+class LLMEngine final : public EngineInterface {
  public:
   // `model` and `ctx` must outlive the engine. The KV pool is sized by config.scheduler.
   LLMEngine(model::Model& model, const EngineConfig& config, model::RunContext ctx);
@@ -77,10 +78,10 @@ class LLMEngine {
 
   // Thread-safe. Returns "" when queued, else why the request can never run (a 400 message).
   std::string AddRequest(uint64_t id, std::vector<int32_t> prompt, SamplingParams params,
-                         std::shared_ptr<RequestSink> sink);
+                         std::shared_ptr<RequestSink> sink) override;
   // Thread-safe. The request's blocks are freed at the start of the next step; no more calls
   // reach its sink.
-  void Abort(uint64_t id);
+  void Abort(uint64_t id) override;
 
   // Engine thread: one step. Returns false when there was nothing to do.
   bool Step();
@@ -91,7 +92,9 @@ class LLMEngine {
   // Engine thread or offline use: steps until every request finished.
   void RunUntilIdle();
 
-  EngineStats Stats() const;
+  EngineStats Stats() const override;
+  size_t max_model_len() const override { return scheduler_.config().max_model_len; }
+  size_t vocab_size() const override { return model_.config().vocab_size; }
   const model::Model& model() const { return model_; }
   const SchedulerConfig& scheduler_config() const { return scheduler_.config(); }
 
