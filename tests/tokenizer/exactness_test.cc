@@ -40,6 +40,9 @@ TEST_P(TokenizerExactness, MatchesHuggingFace) {
   const std::string& name = GetParam();
   const bool lossless = name == "gpt4o" || name == "llama3" || name == "minimax_small" ||
                         name == "var_split_contiguous";
+  // Non-byte-level decoders stream by re-decoding (quadratic): check them on shorter inputs.
+  const bool quadratic_stream = name.starts_with("var_llama2") || name.starts_with("var_unk") ||
+                                name.starts_with("var_no_unk") || name.starts_with("var_metaspace");
   size_t strings = 0, mismatches = 0, decode_mismatches = 0, roundtrip_failures = 0,
          stream_failures = 0;
   for (const auto& c : expect["cases"]) {
@@ -68,6 +71,7 @@ TEST_P(TokenizerExactness, MatchesHuggingFace) {
     // Byte-level BPE without a normalizer is lossless.
     if (lossless && tok.Decode(got_plain, false) != text) ++roundtrip_failures;
     for (bool skip : {false, true}) {
+      if (quadratic_stream && want.size() > 48) break;
       StreamingDetokenizer stream(tok, skip);
       std::string streamed;
       for (int32_t id : want) streamed += stream.Push(id);
