@@ -33,8 +33,8 @@ class Object {
  public:
   const Value* Find(std::string_view key) const;
   void Set(const std::string& key, Value value);
-  size_t size() const { return entries_.size(); }
-  const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
+  size_t size() const;
+  const std::vector<std::pair<std::string, Value>>& entries() const;
 
  private:
   std::vector<std::pair<std::string, Value>> entries_;
