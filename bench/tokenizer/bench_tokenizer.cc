@@ -29,8 +29,10 @@ int main(int argc, char** argv) {
       tokens = 0;
       for (const auto& t : texts) tokens += tok.Encode(t, false).size();
       double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (pass == 0) cold_s = s;
-      else best_s = std::min(best_s, s);
+      if (pass == 0)
+        cold_s = s;
+      else
+        best_s = std::min(best_s, s);
     }
     std::printf("moeserve  %-28s %8.2f MB  %9zu tokens  cold %7.2f MB/s  warm %7.2f MB/s\n",
                 argv[f] + std::string(argv[f]).rfind('/') + 1, bytes / 1e6, tokens,

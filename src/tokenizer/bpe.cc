@@ -223,7 +223,8 @@ void BpeModel::MergeHeap(std::vector<int32_t>& sym) const {
   };
   const int32_t n = int32_t(sym.size());
   std::vector<Node> nodes(static_cast<size_t>(n));
-  for (int32_t i = 0; i < n; ++i) nodes[size_t(i)] = Node{sym[size_t(i)], i - 1, i + 1 < n ? i + 1 : -1};
+  for (int32_t i = 0; i < n; ++i)
+    nodes[size_t(i)] = Node{sym[size_t(i)], i - 1, i + 1 < n ? i + 1 : -1};
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
   auto push = [&](int32_t pos) {
     int32_t next = nodes[size_t(pos)].next;
@@ -248,7 +249,8 @@ void BpeModel::MergeHeap(std::vector<int32_t>& sym) const {
     push(c.pos);
   }
   sym.clear();
-  for (int32_t i = 0; i >= 0 && i < n; i = nodes[size_t(i)].next) sym.push_back(nodes[size_t(i)].id);
+  for (int32_t i = 0; i >= 0 && i < n; i = nodes[size_t(i)].next)
+    sym.push_back(nodes[size_t(i)].id);
 }
 
 void BpeModel::MergeWord(std::string_view w, std::vector<int32_t>& out) const {

@@ -3,11 +3,10 @@
 // and ignore_merges. Results of whole words are kept in a bounded, thread-safe cache.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <shared_mutex>
 #include <string>

@@ -3,9 +3,8 @@
 // concatenation (the reference's decode_chain followed by join).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -123,7 +123,8 @@ std::unique_ptr<Normalizer> MakeNormalizer(const nlohmann::json& spec) {
     if (type == "Replace") return std::make_unique<Replace>(spec);
     if (type == "Prepend") return std::make_unique<Prepend>(spec.at("prepend").get<std::string>());
     if (type == "Strip") {
-      return std::make_unique<Strip>(spec.value("strip_left", true), spec.value("strip_right", true));
+      return std::make_unique<Strip>(spec.value("strip_left", true),
+                                     spec.value("strip_right", true));
     }
     if (type == "StripAccents") return std::make_unique<StripAccents>();
     if (type == "Sequence") {

@@ -3,9 +3,8 @@
 // text between added tokens); offsets are not tracked because the engine needs only ids.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace moeserve::tokenizer {

@@ -2,9 +2,8 @@
 // {"Regex": r}. Both forms find non-overlapping matches left to right.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>

@@ -1,5 +1,6 @@
 #include "tokenizer/pre_tokenizers.h"
 
+#include <algorithm>
 #include <functional>
 
 #include "core/check.h"
@@ -90,9 +91,9 @@ void ApplyBehavior(Behavior behavior, std::vector<Segment>& segs) {
 }
 
 // Runs `find` on every span and replaces it with the kept, non-empty parts.
-void SplitSpans(Pieces& pieces, Behavior behavior, bool invert,
-                const std::function<void(std::string_view,
-                                         std::vector<std::pair<size_t, size_t>>&)>& find) {
+void SplitSpans(
+    Pieces& pieces, Behavior behavior, bool invert,
+    const std::function<void(std::string_view, std::vector<std::pair<size_t, size_t>>&)>& find) {
   std::vector<Pieces::Span> out;
   out.reserve(pieces.spans.size() * 2);
   std::vector<std::pair<size_t, size_t>> matches;
@@ -195,7 +196,9 @@ class Digits : public PreTokenizer {
   bool individual_;
 };
 
-bool IsWhitespaceChar(char32_t c) { return IsWhitespace(c); }
+bool IsWhitespaceChar(char32_t c) {
+  return IsWhitespace(c);
+}
 
 class WhitespaceSplit : public PreTokenizer {
  public:
@@ -223,7 +226,7 @@ class Metaspace : public PreTokenizer {
     std::string rep = spec.value("replacement", std::string("\xE2\x96\x81"));
     size_t pos = 0;
     if (rep.empty()) Fail("pre_tokenizer Metaspace: empty replacement");
-    replacement_cp_ = NextCodePoint(rep, pos);
+    NextCodePoint(rep, pos);  // the replacement is one character
     replacement_ = rep.substr(0, pos);
     if (spec.contains("prepend_scheme")) {
       scheme_ = spec["prepend_scheme"].get<std::string>();
@@ -264,7 +267,6 @@ class Metaspace : public PreTokenizer {
   }
 
  private:
-  char32_t replacement_cp_;
   std::string replacement_;
   std::string scheme_;
   bool split_;

@@ -3,9 +3,8 @@
 // Digits, Metaspace, Whitespace, WhitespaceSplit and Sequence. They cut a segment into words.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -73,8 +73,8 @@ Regex::Regex(const std::string& pattern, const std::string& what) {
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
   auto* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
-                             PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &error_code,
-                             &error_offset, nullptr);
+                             PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &error_code, &error_offset,
+                             nullptr);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error_code, message, sizeof(message));
@@ -85,7 +85,9 @@ Regex::Regex(const std::string& pattern, const std::string& what) {
   jit_ = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
 }
 
-Regex::~Regex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
+Regex::~Regex() {
+  pcre2_code_free(static_cast<pcre2_code*>(code_));
+}
 
 bool Regex::Find(std::string_view text, size_t start, size_t& match_begin,
                  size_t& match_end) const {

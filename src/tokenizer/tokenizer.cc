@@ -296,7 +296,9 @@ std::string Tokenizer::IdToToken(int32_t id) const {
   return s ? *s : std::string();
 }
 
-size_t Tokenizer::VocabSize() const { return id_limit_; }
+size_t Tokenizer::VocabSize() const {
+  return id_limit_;
+}
 
 bool Tokenizer::IsSpecial(int32_t id) const {
   return id >= 0 && size_t(id) < id_limit_ && special_[size_t(id)];

@@ -12,10 +12,9 @@
 // U+FFFD (the reference only accepts valid strings).
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -110,9 +109,9 @@ class StreamingDetokenizer {
   std::string DrainByteLevel(bool final);
   const Tokenizer& tok_;
   bool skip_special_;
-  std::string pending_bytes_;   // byte-level: bytes not yet emitted
-  std::vector<int32_t> ids_;    // generic: every id so far
-  std::string emitted_;         // generic: decoded text already returned
+  std::string pending_bytes_;  // byte-level: bytes not yet emitted
+  std::vector<int32_t> ids_;   // generic: every id so far
+  std::string emitted_;        // generic: decoded text already returned
 };
 
 }  // namespace moeserve::tokenizer

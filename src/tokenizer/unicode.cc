@@ -183,7 +183,8 @@ std::string Normalize(std::string_view s, NormalForm form) {
   std::string out;
   icu::StringByteSink<std::string> sink(&out, int32_t(s.size()));
   norm->normalizeUTF8(0, piece, sink, nullptr, status);
-  if (U_FAILURE(status)) Fail("tokenizer normalizer: ICU normalization failed: ", u_errorName(status));
+  if (U_FAILURE(status))
+    Fail("tokenizer normalizer: ICU normalization failed: ", u_errorName(status));
   return out;
 }
 

@@ -16,8 +16,8 @@ const std::string kFffd = "\xEF\xBF\xBD";
 TEST(TokenizerUnicode, LossyMatchesRustMaximalSubpartRule) {
   EXPECT_EQ(Utf8Lossy("abc"), "abc");
   EXPECT_EQ(Utf8Lossy("\xC3\xA9"), "\xC3\xA9");
-  EXPECT_EQ(Utf8Lossy("\xF0\x9F\x98"), kFffd);              // truncated 4-byte char: one
-  EXPECT_EQ(Utf8Lossy("\xC3\x28"), kFffd + "(");            // bad continuation
+  EXPECT_EQ(Utf8Lossy("\xF0\x9F\x98"), kFffd);                  // truncated 4-byte char: one
+  EXPECT_EQ(Utf8Lossy("\xC3\x28"), kFffd + "(");                // bad continuation
   EXPECT_EQ(Utf8Lossy("\xED\xA0\x80"), kFffd + kFffd + kFffd);  // surrogate: byte by byte
   EXPECT_EQ(Utf8Lossy("\xF4\x90\x80\x80"), kFffd + kFffd + kFffd + kFffd);  // > U+10FFFF
   EXPECT_EQ(Utf8Lossy("\xE2\x82"), kFffd);
@@ -64,8 +64,8 @@ TEST(TokenizerRegex, TranslatesOnlyOnigurumaSpecificEscapes) {
   re.FindAll(text, m);
   std::vector<std::string> words;
   for (auto [b, e] : m) words.push_back(text.substr(b, e - b));
-  EXPECT_EQ(words, (std::vector<std::string>{"Hello", " WORLD's", " ", "123", "45", "\n\n", " ",
-                                             " x"}));
+  EXPECT_EQ(words,
+            (std::vector<std::string>{"Hello", " WORLD's", " ", "123", "45", "\n\n", " ", " x"}));
 }
 
 TEST(TokenizerRegex, BadPatternNamesTheComponent) {
@@ -120,10 +120,10 @@ TEST(TokenizerBpe, BothMergeSerializationsAgree) {
   nlohmann::json vocab = {{"a", 0}, {"b", 1}, {"ab", 2}, {"abb", 3}};
   BpeModel strings(
       nlohmann::json{{"vocab", vocab}, {"merges", nlohmann::json::array({"a b", "ab b"})}});
-  BpeModel pairs(nlohmann::json{
-      {"vocab", vocab},
-      {"merges", nlohmann::json::array({nlohmann::json::array({"a", "b"}),
-                                        nlohmann::json::array({"ab", "b"})})}});
+  BpeModel pairs(
+      nlohmann::json{{"vocab", vocab},
+                     {"merges", nlohmann::json::array({nlohmann::json::array({"a", "b"}),
+                                                       nlohmann::json::array({"ab", "b"})})}});
   std::vector<int32_t> x, y;
   strings.Tokenize("abbab", false, x);
   pairs.Tokenize("abbab", false, y);
@@ -140,10 +140,12 @@ TEST(TokenizerBpe, MalformedModelsNameTheProblem) {
     }
     return "";
   };
-  EXPECT_NE(message({{"vocab", {{"a", 0}}}, {"merges", nlohmann::json::array({"a b"})}}).find("merge token 'b'"),
+  EXPECT_NE(message({{"vocab", {{"a", 0}}}, {"merges", nlohmann::json::array({"a b"})}})
+                .find("merge token 'b'"),
             std::string::npos);
-  EXPECT_NE(message({{"vocab", {{"a", 0}}}, {"merges", nlohmann::json::array({"a"})}}).find("merge 0"),
-            std::string::npos);
+  EXPECT_NE(
+      message({{"vocab", {{"a", 0}}}, {"merges", nlohmann::json::array({"a"})}}).find("merge 0"),
+      std::string::npos);
   EXPECT_NE(message({{"merges", nlohmann::json::array()}}).find("'vocab'"), std::string::npos);
   EXPECT_NE(message({{"vocab", {{"a", 0}}}, {"unk_token", "<unk>"}}).find("unk_token"),
             std::string::npos);

@@ -24,7 +24,9 @@ nlohmann::json Load(const std::filesystem::path& p) {
   return nlohmann::json::parse(s.str());
 }
 
-std::string Show(const std::vector<int32_t>& ids) { return nlohmann::json(ids).dump(); }
+std::string Show(const std::vector<int32_t>& ids) {
+  return nlohmann::json(ids).dump();
+}
 
 class TokenizerExactness : public ::testing::TestWithParam<std::string> {};
 
@@ -62,7 +64,8 @@ TEST_P(TokenizerExactness, MatchesHuggingFace) {
     }
     std::string dec = tok.Decode(want, false);
     std::string dec_skip = tok.Decode(want, true);
-    if (dec != c["decoded"].get<std::string>() || dec_skip != c["decoded_skip"].get<std::string>()) {
+    if (dec != c["decoded"].get<std::string>() ||
+        dec_skip != c["decoded_skip"].get<std::string>()) {
       if (++decode_mismatches <= 10) {
         ADD_FAILURE() << GetParam() << " decode mismatch for " << Show(want) << ": got "
                       << nlohmann::json(dec).dump() << " / " << nlohmann::json(dec_skip).dump();
@@ -98,10 +101,10 @@ TEST_P(TokenizerExactness, MatchesHuggingFace) {
       if (streamed != tok.Decode(ids, skip)) ++stream_failures;
     }
   }
-  std::cout << GetParam() << ": " << strings << " strings, " << mismatches
-            << " encode mismatches, " << decode_mismatches << " decode mismatches ("
-            << sequences << " extra id sequences), " << roundtrip_failures
-            << " round-trip failures, " << stream_failures << " streaming failures\n";
+  std::cout << GetParam() << ": " << strings << " strings, " << mismatches << " encode mismatches, "
+            << decode_mismatches << " decode mismatches (" << sequences << " extra id sequences), "
+            << roundtrip_failures << " round-trip failures, " << stream_failures
+            << " streaming failures\n";
   EXPECT_GE(strings, name.starts_with("var_") ? 1000u : 2000u);
   EXPECT_EQ(mismatches, 0u);
   EXPECT_EQ(decode_mismatches, 0u);

@@ -42,8 +42,7 @@ nlohmann::json SmallTokenizerJson() {
         {{"id", 301}, {"content", "</s>"}, {"special", true}, {"normalized", false}},
         {{"id", 302}, {"content", "<s>x"}, {"special", false}, {"normalized", false}}}},
       {"normalizer", nullptr},
-      {"pre_tokenizer",
-       {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
       {"post_processor",
        {{"type", "TemplateProcessing"},
         {"single", {{{"SpecialToken", {{"id", "<s>"}}}}, {{"Sequence", {{"id", "A"}}}}}},
@@ -85,7 +84,12 @@ TEST(Tokenizer, EncodesWithAddedTokensAndTemplate) {
 
 TEST(Tokenizer, InvalidUtf8IsRepairedNotRejected) {
   Tokenizer tok = Tokenizer::FromJson(SmallTokenizerJson());
-  EXPECT_EQ(tok.Encode("a\xFF" "b", false), tok.Encode("a\xEF\xBF\xBD" "b", false));
+  EXPECT_EQ(tok.Encode("a\xFF"
+                       "b",
+                       false),
+            tok.Encode("a\xEF\xBF\xBD"
+                       "b",
+                       false));
 }
 
 TEST(Tokenizer, UnsupportedComponentsAreNamed) {
