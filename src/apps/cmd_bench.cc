@@ -7,17 +7,17 @@
 
 #include "apps/command_registry.h"
 #include "apps/model_options.h"
+#include "apps/model_session.h"
 #include "cache/kv_pool.h"
 #include "core/check.h"
-#include "dist/communicator.h"
 #include "kernels/roofline.h"
-#include "model/registry.h"
 
 namespace moeserve::apps {
 namespace {
 
 struct BenchOptions {
   ModelOptions model;
+  ParallelOptions parallel;
   size_t prompt_len = 512;
   size_t decode_tokens = 32;
   size_t runs = 3;
@@ -45,9 +45,11 @@ double PrefillFlopsPerToken(const model::ModelConfig& c, size_t t) {
 }
 
 int RunBench(const BenchOptions& o) {
-  ThreadPool pool(o.model.threads);
-  dist::SingleRankCommunicator comm;
-  auto model = model::LoadModel(o.model.model_dir, model::Shard{}, {&pool, &comm});
+  auto session = ModelSession::Open(o.model, o.parallel);
+  if (session->is_worker()) return 0;
+  model::Model* model = &session->model();
+  ThreadPool& pool = session->pool();
+  dist::Communicator& comm = session->comm();
   const auto& cfg = model->config();
   const size_t block_size = 16, vocab = cfg.vocab_size;
   const size_t max_len = o.prompt_len + o.decode_tokens + 1;
@@ -55,9 +57,9 @@ int RunBench(const BenchOptions& o) {
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
   cache::KvPool kv(model->kv_layout(), block_size, table.size());
 
-  std::printf("moeserve bench: %s, %zu layers, hidden %zu, %zu experts top-%zu, %zu threads\n",
+  std::printf("moeserve bench: %s, %zu layers, hidden %zu, %zu experts top-%zu, %zu threads x %d rank(s)\n",
               o.model.model_dir.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_experts,
-              cfg.num_experts_per_token, pool.num_threads());
+              cfg.num_experts_per_token, pool.num_threads(), comm.size());
   std::printf("measuring the machine's roofline...\n");
   const kernels::Roofline roof = kernels::MeasureRoofline(pool);
 
@@ -65,17 +67,18 @@ int RunBench(const BenchOptions& o) {
   std::vector<int32_t> prompt(o.prompt_len);
   for (auto& id : prompt) id = static_cast<int32_t>(rng() % vocab);
   std::vector<float> logits(vocab);
-  std::vector<double> prefill_tps, decode_tps;
+  std::vector<double> prefill_tps, decode_tps, prefill_comm, decode_comm;
   for (size_t run = 0; run < o.runs + 1; ++run) {  // run 0 warms caches and page tables
     model::Batch prefill;
     prefill.token_ids = prompt;
     prefill.seqs.push_back({prompt.size(), 0, table});
     prefill.logits_rows = {static_cast<int32_t>(prompt.size() - 1)};
-    double t0 = Now();
+    double c0 = comm.SecondsInCollectives(), t0 = Now();
     model->Forward(prefill, kv, logits.data());
-    const double prefill_s = Now() - t0;
+    const double prefill_s = Now() - t0, prefill_c = comm.SecondsInCollectives() - c0;
 
     int32_t token = 0;
+    c0 = comm.SecondsInCollectives();
     t0 = Now();
     for (size_t i = 0; i < o.decode_tokens; ++i) {
       model::Batch step;
@@ -85,8 +88,10 @@ int RunBench(const BenchOptions& o) {
       model->Forward(step, kv, logits.data());
       token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
-    const double decode_s = Now() - t0;
+    const double decode_s = Now() - t0, decode_c = comm.SecondsInCollectives() - c0;
     if (run == 0) continue;
+    prefill_comm.push_back(prefill_c / prefill_s);
+    decode_comm.push_back(decode_c / decode_s);
     prefill_tps.push_back(prompt.size() / prefill_s);
     decode_tps.push_back(o.decode_tokens / decode_s);
     std::printf("  run %zu: prefill %.1f tok/s, decode %.2f tok/s\n", run, prefill_tps.back(),
@@ -102,6 +107,9 @@ int RunBench(const BenchOptions& o) {
               o.prompt_len, p, gflops, 100 * gflops / roof.bf16_fma_gflops, o.runs);
   std::printf("decode (batch 1): %.2f tok/s; %.1f MB of weights per token -> %.1f GB/s = %.0f%% of the read bandwidth  [median of %zu]\n",
               d, bytes / 1e6, gbps, 100 * gbps / roof.read_gbps, o.runs);
+  if (comm.size() > 1)
+    std::printf("rank 0 (bytes above are its shard): time in collectives: prefill %.0f%%, decode %.0f%%\n",
+                100 * Median(prefill_comm), 100 * Median(decode_comm));
   return 0;
 }
 
@@ -110,6 +118,7 @@ CommandRegistration reg{
     [](CLI::App& sub) -> CommandAction {
       auto o = std::make_shared<BenchOptions>();
       AddModelOptions(sub, o->model);
+      AddParallelOptions(sub, o->parallel);
       sub.add_option("--prompt-len", o->prompt_len, "Prefill length")->capture_default_str();
       sub.add_option("--decode-tokens", o->decode_tokens, "Tokens decoded per run")
           ->capture_default_str();

@@ -4,18 +4,18 @@
 
 #include "apps/command_registry.h"
 #include "apps/model_options.h"
+#include "apps/model_session.h"
 #include "apps/npy.h"
 #include "core/check.h"
-#include "dist/communicator.h"
 #include "engine/llm_engine.h"
 #include "engine/prompt_logits.h"
-#include "model/registry.h"
 
 namespace moeserve::apps {
 namespace {
 
 struct GenerateOptions {
   ModelOptions model;
+  ParallelOptions parallel;
   std::vector<std::string> prompt_ids;
   engine::SamplingParams params;
   std::string output_format = "text";
@@ -38,9 +38,9 @@ int RunGenerate(GenerateOptions& o) {
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& s : o.prompt_ids) prompts.push_back(ParseIdList(s));
 
-  ThreadPool pool(o.model.threads);
-  dist::SingleRankCommunicator comm;
-  auto model = model::LoadModel(o.model.model_dir, model::Shard{}, {&pool, &comm});
+  auto session = ModelSession::Open(o.model, o.parallel);
+  if (session->is_worker()) return 0;
+  model::Model* model = &session->model();
   const auto& cfg = model->config();
   if (!o.logits_out.empty()) {
     const auto logits = engine::ComputePromptLogits(*model, prompts);
@@ -59,7 +59,7 @@ int RunGenerate(GenerateOptions& o) {
     total_blocks += (len + sc.block_size - 1) / sc.block_size;
   }
   sc.num_kv_blocks = std::max<size_t>(total_blocks, 1);
-  engine::LLMEngine eng(*model, ec, {&pool, &comm});
+  engine::LLMEngine eng(*model, ec, session->context());
   std::vector<std::shared_ptr<CollectSink>> sinks;
   for (size_t i = 0; i < prompts.size(); ++i) {
     sinks.push_back(std::make_shared<CollectSink>());
@@ -90,6 +90,7 @@ CommandRegistration reg{
       o->params.temperature = 0.0f;
       o->params.max_tokens = 16;
       AddModelOptions(sub, o->model);
+      AddParallelOptions(sub, o->parallel);
       sub.add_option("--prompt-ids", o->prompt_ids,
                      "Comma-separated prompt token ids; repeat for several sequences (batched)")
           ->required();

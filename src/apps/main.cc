@@ -4,10 +4,12 @@
 #include <exception>
 
 #include "apps/command_registry.h"
+#include "apps/model_session.h"
 #include "core/check.h"
 
 int main(int argc, char** argv) {
   using namespace moeserve::apps;
+  SetProcessArgs(argc, argv);
   CLI::App app{"moeserve: serve and run mixture-of-experts LLMs (MiniMax-M2, Qwen3-MoE) on CPUs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "moeserve 0.1.0");
@@ -19,8 +21,15 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
     actions.emplace_back(sub, c.setup(*sub));
   }
+  // vLLM's "-tp N" is a single-dash long name, which CLI11 would read as "-t p": spell it out.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (auto& a : args) {
+    if (a == "-tp") a = "--tensor-parallel-size";
+    if (a.rfind("-tp=", 0) == 0) a = "--tensor-parallel-size=" + a.substr(4);
+  }
+  std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
   try {
-    app.parse(argc, argv);
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

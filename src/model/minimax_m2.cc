@@ -74,10 +74,10 @@ LayerNames MiniMaxM2Names() {
 
 Architecture MiniMaxM2Architecture() {
   return {"MiniMaxM2ForCausalLM", ParseMiniMaxM2Config, IgnoreMtpLayers,
-          [](const ModelConfig& c, WeightReader& w, Shard shard, RunContext ctx) {
+          [](const ModelConfig& c, WeightReader& w, Parallelism parallel, RunContext ctx) {
             LayerNames names = MiniMaxM2Names();
             if (!c.routing_bias) names.moe.bias.clear();
-            return std::make_unique<MoeTransformer>(c, names, w, shard, ctx);
+            return std::make_unique<MoeTransformer>(c, names, w, parallel, ctx);
           }};
 }
 

@@ -5,7 +5,7 @@
 namespace moeserve::model {
 
 MoeTransformer::MoeTransformer(const ModelConfig& config, const LayerNames& names,
-                               WeightReader& weights, Shard shard, RunContext ctx)
+                               WeightReader& weights, Parallelism parallel, RunContext ctx)
     : config_(config), ctx_(ctx) {
   const ModelConfig& c = config_;
   embedding_ = std::make_unique<EmbeddingBlock>(weights, "model.embed_tokens.weight",
@@ -14,9 +14,9 @@ MoeTransformer::MoeTransformer(const ModelConfig& config, const LayerNames& name
     const std::string p = "model.layers." + std::to_string(i) + ".";
     layers_.push_back(std::unique_ptr<Layer>(new Layer{
         RmsNormBlock(weights, p + names.input_norm, c.hidden_size, c.rms_norm_eps),
-        AttentionBlock(weights, p + names.attention, c, shard),
+        AttentionBlock(weights, p + names.attention, c, parallel.shard),
         RmsNormBlock(weights, p + names.post_attention_norm, c.hidden_size, c.rms_norm_eps),
-        MoeBlock(weights, p, names.moe, c, shard)}));
+        MoeBlock(weights, p, names.moe, c, parallel)}));
   }
   lm_head_ = std::make_unique<LmHeadBlock>(weights, c, *embedding_);
   weight_bytes_ = weights.bytes_mapped();

@@ -24,7 +24,7 @@ struct LayerNames {
 class MoeTransformer final : public Model {
  public:
   MoeTransformer(const ModelConfig& config, const LayerNames& names, WeightReader& weights,
-                 Shard shard, RunContext ctx);
+                 Parallelism parallel, RunContext ctx);
 
   const ModelConfig& config() const override { return config_; }
   KvLayout kv_layout() const override;

@@ -34,11 +34,11 @@ ModelConfig ParseQwen3MoeConfig(const loader::JsonConfig& j) {
 
 Architecture Qwen3MoeArchitecture() {
   return {"Qwen3MoeForCausalLM", ParseQwen3MoeConfig, nullptr,
-          [](const ModelConfig& c, WeightReader& w, Shard shard, RunContext ctx) {
+          [](const ModelConfig& c, WeightReader& w, Parallelism parallel, RunContext ctx) {
             LayerNames names;
             names.moe = {"mlp.gate.weight", "", "mlp.experts.", "gate_proj.weight",
                          "up_proj.weight", "down_proj.weight"};
-            return std::make_unique<MoeTransformer>(c, names, w, shard, ctx);
+            return std::make_unique<MoeTransformer>(c, names, w, parallel, ctx);
           }};
 }
 

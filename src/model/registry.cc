@@ -86,7 +86,8 @@ class CheckpointBackedModel final : public Model {
 
 }  // namespace
 
-std::unique_ptr<Model> LoadModel(const std::string& dir, Shard shard, RunContext ctx) {
+std::unique_ptr<Model> LoadModel(const std::string& dir, Parallelism parallel, RunContext ctx) {
+  const Shard shard = parallel.shard;
   const auto j = loader::JsonConfig::FromFile((std::filesystem::path(dir) / "config.json").string());
   const Architecture& arch = FindArchitecture(j);
   const ModelConfig config = arch.parse_config(j);
@@ -94,12 +95,12 @@ std::unique_ptr<Model> LoadModel(const std::string& dir, Shard shard, RunContext
   loader::StrictLoader strict(*ckpt);
   if (arch.ignore_rules) arch.ignore_rules(config, strict);
   WeightReader weights(strict);
-  auto model = arch.build(config, weights, shard, ctx);
+  auto model = arch.build(config, weights, parallel, ctx);
   strict.Finish();
   LogInfo("loaded ", config.architecture, " from ", dir, ": ", config.num_layers, " layers, ",
           config.num_experts, " experts (top ", config.num_experts_per_token, "), ",
           model->WeightBytes() / (1 << 20), " MiB of weights on rank ", shard.rank, "/",
-          shard.size);
+          shard.size, parallel.expert_parallel ? " (expert parallel)" : "");
   return std::make_unique<CheckpointBackedModel>(std::move(ckpt), std::move(model));
 }
 

@@ -20,7 +20,8 @@ struct Architecture {
   std::function<ModelConfig(const loader::JsonConfig&)> parse_config;
   // Declares which checkpoint tensors are present but unused (e.g. MTP layers).
   std::function<void(const ModelConfig&, loader::StrictLoader&)> ignore_rules;
-  std::function<std::unique_ptr<Model>(const ModelConfig&, WeightReader&, Shard, RunContext)> build;
+  std::function<std::unique_ptr<Model>(const ModelConfig&, WeightReader&, Parallelism, RunContext)>
+      build;
 };
 
 const std::vector<Architecture>& Architectures();
@@ -30,7 +31,7 @@ const Architecture& FindArchitecture(const loader::JsonConfig& config);
 ModelConfig LoadModelConfig(const std::string& dir);
 
 // Loads `dir` strictly for this rank. `ctx` must outlive the model.
-std::unique_ptr<Model> LoadModel(const std::string& dir, Shard shard, RunContext ctx);
+std::unique_ptr<Model> LoadModel(const std::string& dir, Parallelism parallel, RunContext ctx);
 
 // Shared config.json parsing for the keys every architecture spells the same way.
 void ParseCommonConfig(const loader::JsonConfig& j, ModelConfig& c);

@@ -34,6 +34,10 @@ kernels::WeightMatrix WeightReader::Linear(const std::string& name, size_t out, 
   return w;
 }
 
+void WeightReader::CheckLinear(const std::string& name, size_t out, size_t in) {
+  loader_.Take(name, {static_cast<int64_t>(out), static_cast<int64_t>(in)}, {DType::kBF16});
+}
+
 namespace {
 float ElementAsF32(const loader::TensorInfo& t, size_t i) {
   switch (t.dtype) {

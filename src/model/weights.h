@@ -19,6 +19,13 @@ struct Shard {
   int size = 1;
 };
 
+// How the model is split over ranks: tensor parallelism for attention and (by default) for the
+// experts' intermediate dim; with expert_parallel, whole experts per rank instead.
+struct Parallelism {
+  Shard shard;
+  bool expert_parallel = false;
+};
+
 // [begin, end) of n items split as evenly as possible over shard.size parts (earlier parts get
 // the remainder). Uneven splits are fine for bf16: kernels take any row count and stride.
 std::pair<size_t, size_t> SplitRange(size_t n, Shard shard);
@@ -35,6 +42,10 @@ class WeightReader {
   // A [out, in] bf16 linear weight, whole or sliced.
   kernels::WeightMatrix Linear(const std::string& name, size_t out, size_t in);
   kernels::WeightMatrix Linear(const std::string& name, size_t out, size_t in, Slice2D slice);
+
+  // Validates a [out, in] bf16 linear weight and marks it used without mapping it (another
+  // rank's expert under expert parallelism).
+  void CheckLinear(const std::string& name, size_t out, size_t in);
 
   // A 1-D parameter (bf16 or f32 in the checkpoint) as f32, optionally a [begin, end) slice.
   std::vector<float> Vector(const std::string& name, size_t n);

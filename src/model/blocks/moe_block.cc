@@ -1,28 +1,42 @@
 #include "model/blocks/moe_block.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "kernels/matmul.h"
 
 namespace moeserve::model {
 
 MoeBlock::MoeBlock(WeightReader& weights, const std::string& prefix, const MoeNames& names,
-                   const ModelConfig& c, Shard shard)
+                   const ModelConfig& c, Parallelism parallel)
     : config_(c) {
   const size_t h = c.hidden_size, inter = c.expert_intermediate_size, e = c.num_experts;
   gate_ = weights.MatrixF32(prefix + names.gate, e, h);
   if (!names.bias.empty()) bias_ = weights.Vector(prefix + names.bias, e);
-  const auto [i0, i1] = SplitRange(inter, shard);
+  // Tensor parallel: this rank's slice of every expert. Expert parallel: all of its own experts.
+  const auto [i0, i1] = parallel.expert_parallel ? std::pair<size_t, size_t>{0, inter}
+                                                 : SplitRange(inter, parallel.shard);
+  const auto [e0, e1] = parallel.expert_parallel ? SplitRange(e, parallel.shard)
+                                                 : std::pair<size_t, size_t>{0, e};
   experts_.resize(e);
   for (size_t j = 0; j < e; ++j) {
     const std::string p = prefix + names.expert_prefix + std::to_string(j) + ".";
+    if (j < e0 || j >= e1) {  // another rank's expert: checked, never mapped
+      weights.CheckLinear(p + names.w1, inter, h);
+      weights.CheckLinear(p + names.w3, inter, h);
+      weights.CheckLinear(p + names.w2, h, inter);
+      continue;
+    }
     experts_[j].w1 = weights.Linear(p + names.w1, inter, h, {i0, i1, 0, h});
     experts_[j].w3 = weights.Linear(p + names.w3, inter, h, {i0, i1, 0, h});
     experts_[j].w2 = weights.Linear(p + names.w2, h, inter, {0, h, i0, i1});
+    local_experts_++;
   }
 }
 
 size_t MoeBlock::DecodeBytes() const {
-  const auto& w = experts_[0];
+  const auto& w = *std::find_if(experts_.begin(), experts_.end(),
+                                [](const kernels::ExpertWeights& x) { return !x.w1.empty(); });
   const size_t per_expert = (w.w1.rows * w.w1.cols + w.w3.rows * w.w3.cols +
                              w.w2.rows * w.w2.cols) * sizeof(bf16);
   return per_expert * config_.num_experts_per_token + gate_.size() * sizeof(float);
@@ -45,8 +59,10 @@ void MoeBlock::Forward(const float* x, size_t t, float* out, const RunContext& c
                                 topk_idx_.data(), topk_weights_.data());
       break;
   }
+  // Accumulate into zeros: under expert parallelism a token may route to no local expert.
+  std::fill(out, out + t * h, 0.0f);
   kernels::MoeExperts(x, h, t, topk_idx_.data(), topk_weights_.data(), k, experts_, out, h,
-                      *ctx.pool);
+                      *ctx.pool, /*accumulate=*/true);
   ctx.comm->AllReduceSum(out, t * h);
 }
 

@@ -3,7 +3,10 @@
 // the row-parallel down projections under tensor parallelism.
 //
 // Sharding: experts split on the intermediate dim (w1/w3 rows, w2 columns), uneven splits allowed;
-// the router and its bias are replicated.
+// or, with expert parallelism, whole experts per rank (rank r owns experts SplitRange(E, r), also
+// when E does not divide by the rank count): every rank routes every token, computes the
+// experts it owns, and the all-reduce sums the partial outputs (dispatch and combine in one).
+// The router and its bias are replicated.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +32,7 @@ class MoeBlock {
  public:
   // `prefix` is e.g. "model.layers.3."; names are appended to it.
   MoeBlock(WeightReader& weights, const std::string& prefix, const MoeNames& names,
-           const ModelConfig& config, Shard shard);
+           const ModelConfig& config, Parallelism parallel);
 
   size_t DecodeBytes() const;  // top-k experts' bytes for one token + the router
 
@@ -40,7 +43,8 @@ class MoeBlock {
   const ModelConfig& config_;
   std::vector<float> gate_;  // [E, hidden] f32: routing decisions must not see bf16 rounding
   std::vector<float> bias_;  // [E] or empty
-  std::vector<kernels::ExpertWeights> experts_;
+  std::vector<kernels::ExpertWeights> experts_;  // empty entries: experts of other ranks
+  size_t local_experts_ = 0;
   std::vector<float> logits_, topk_weights_;
   std::vector<int32_t> topk_idx_;
 };
