@@ -5,7 +5,7 @@
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$ROOT/build-tokenizer}
-DATA=${MOESERVE_SHARED_DATA:-$ROOT/../shared/data}
+DATA=${MOESERVE_SHARED_DATA:-$ROOT/data}
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" --target bench_tokenizer -j2 >/dev/null
 OUT="$BUILD/bench_tokenizer_texts"
