@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -49,6 +50,18 @@ std::vector<std::string>& ProcessArgs() {
        std::strerror(errno));
 }
 
+// Resident set size of this process in MiB, from /proc/self/status (0 if unavailable).
+size_t RssMiB() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  size_t kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %zu kB", &kib) == 1) break;
+  std::fclose(f);
+  return kib / 1024;
+}
+
 size_t DefaultThreads(int local_ranks) {
   const size_t cores = std::max(1u, std::thread::hardware_concurrency());
   return std::max<size_t>(1, cores / static_cast<size_t>(std::max(local_ranks, 1)));
@@ -89,6 +102,9 @@ std::unique_ptr<ModelSession> ModelSession::Open(const ModelOptions& mo, const P
   s->pool_ = std::make_unique<ThreadPool>(mo.threads ? mo.threads : DefaultThreads(local_ranks));
   const model::Parallelism par{{s->comm_->rank(), s->comm_->size()}, po.expert_parallel};
   auto model = model::LoadModel(mo.model_dir, par, s->context());
+  // Weights are mmap'd views: a rank's RSS grows only with the slices it touches.
+  LogInfo("rank ", s->comm_->rank(), "/", s->comm_->size(), ": ", model->WeightBytes() >> 20,
+          " MiB of weights in its shard, RSS ", RssMiB(), " MiB after loading");
   if (s->comm_->size() == 1) {
     s->model_ = std::move(model);
   } else if (s->comm_->rank() == 0) {
