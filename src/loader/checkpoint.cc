@@ -67,7 +67,10 @@ size_t Checkpoint::TotalBytes() const {
 const TensorInfo& StrictLoader::Take(const std::string& name, const std::vector<int64_t>& shape,
                                      std::initializer_list<DType> dtypes) {
   std::string expected_dtypes;
-  for (DType d : dtypes) expected_dtypes += (expected_dtypes.empty() ? "" : "|") + std::string(DTypeName(d));
+  for (DType d : dtypes) {
+    if (!expected_dtypes.empty()) expected_dtypes += '|';
+    expected_dtypes += DTypeName(d);
+  }
   const TensorInfo* t = ckpt_.Find(name);
   if (!t)
     Fail("checkpoint ", ckpt_.dir(), ": missing tensor ", name, " (expected shape ",
