@@ -1,0 +1,291 @@
+// moeserve serve: the OpenAI-compatible HTTP server (`vllm serve` flags where they make sense on
+// CPUs). The engine loop runs on its own thread; HTTP threads only queue requests and read their
+// outputs (DESIGN.md).
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "apps/command_registry.h"
+#include "apps/model_options.h"
+#include "apps/model_session.h"
+#include "chat/chat_template.h"
+#include "core/check.h"
+#include "core/log.h"
+#include "engine/llm_engine.h"
+#include "engine/scripted_engine.h"
+#include "model/registry.h"
+#include "server/http_server.h"
+
+namespace moeserve::apps {
+namespace {
+
+struct ServeOptions {
+  ModelOptions model;
+  ParallelOptions parallel;
+  server::ServerConfig server;
+  std::string kv_cache_dtype = "auto";
+  size_t max_model_len = 0;  // 0 = min(max_position_embeddings, what the KV cache holds)
+  double memory_utilization = 0.9;
+  size_t kv_cache_memory_bytes = 0;  // 0 = from memory_utilization
+  size_t max_num_seqs = 256;
+  size_t max_num_batched_tokens = 2048;
+  size_t block_size = 16;
+  bool no_prefix_caching = false;
+  std::string chat_template_file;
+  std::string reasoning_parser = "auto";
+  std::string tool_call_parser = "auto";
+  uint64_t seed = 0;
+  std::string scripted_output;  // test-only: replay this text instead of running the model
+  double scripted_tick_ms = 2;
+};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) Fail("cannot read ", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+size_t PhysicalMemoryBytes() {
+  return static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// vLLM parser names; "auto" picks from the architecture.
+void ChooseParsers(const ServeOptions& o, const std::string& arch, server::ServerConfig& c) {
+  const bool minimax = arch.rfind("MiniMaxM2", 0) == 0;
+  const bool qwen3 = arch.rfind("Qwen3", 0) == 0;
+  std::string r = o.reasoning_parser, t = o.tool_call_parser;
+  if (r == "auto") r = minimax ? "minimax_m2" : qwen3 ? "qwen3" : "none";
+  if (t == "auto") t = minimax ? "minimax_m2" : qwen3 ? "qwen3" : "none";
+  c.reasoning = r == "none" ? chat::ReasoningFormat::kNone : chat::ReasoningFormat::kThinkTags;
+  c.tool_calls = t == "minimax_m2" ? chat::ToolCallFormat::kMiniMaxXml
+                 : t == "qwen3"    ? chat::ToolCallFormat::kQwen3Json
+                                   : chat::ToolCallFormat::kNone;
+  LogInfo("reasoning parser: ", r, ", tool-call parser: ", t);
+}
+
+// generation_config.json defaults for omitted request fields (vLLM --generation-config auto).
+void ReadGenerationDefaults(const std::string& dir, server::ServerConfig& c) {
+  const std::string path = dir + "/generation_config.json";
+  if (!std::filesystem::exists(path)) return;
+  const nlohmann::json g = nlohmann::json::parse(ReadFile(path), nullptr, false);
+  if (!g.is_object()) return;
+  if (g.contains("temperature") && g["temperature"].is_number())
+    c.default_temperature = g["temperature"].get<float>();
+  if (g.contains("top_p") && g["top_p"].is_number()) c.default_top_p = g["top_p"].get<float>();
+  if (g.contains("top_k") && g["top_k"].is_number_integer()) c.default_top_k = g["top_k"].get<int>();
+}
+
+// Serves until SIGINT/SIGTERM, then drains. The signals are blocked in every thread and taken
+// by a watcher thread, so the handlers never run async-signal-unsafe code.
+int ServeUntilSignal(server::HttpServer& http) {
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    timespec poll_interval{0, 100 * 1000 * 1000};
+    while (!done.load()) {
+      const int sig = sigtimedwait(&set, nullptr, &poll_interval);
+      if (sig == SIGINT || sig == SIGTERM) {
+        LogInfo("signal ", sig, ": draining (no new requests; running ones finish)");
+        http.RequestShutdown();
+        return;
+      }
+    }
+  });
+  int rc = 0;
+  try {
+    http.Run();
+  } catch (const Error& e) {
+    LogError(e.what());
+    rc = 1;
+  }
+  done = true;
+  watcher.join();
+  return rc;
+}
+
+int RunServe(ServeOptions& o) {
+  // Before any thread starts: every thread inherits the mask.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
+
+  if (o.kv_cache_dtype != "auto" && o.kv_cache_dtype != "bf16" && o.kv_cache_dtype != "bfloat16")
+    Fail("--kv-cache-dtype ", o.kv_cache_dtype,
+         " is not supported yet: the KV cache is bf16 (use auto or bf16)");
+  if (!(o.memory_utilization > 0 && o.memory_utilization <= 1))
+    Fail("--gpu-memory-utilization must be in (0, 1], got ", o.memory_utilization);
+  const std::string dir = o.model.model_dir;
+  server::ServerConfig& sc = o.server;
+  sc.model_dir = dir;
+  if (sc.served_model_name.empty())
+    sc.served_model_name = std::filesystem::path(dir).lexically_normal().filename().string();
+  if (sc.served_model_name.empty())
+    sc.served_model_name = std::filesystem::path(dir).lexically_normal().parent_path().filename();
+  if (sc.api_key.empty())
+    if (const char* k = std::getenv("MOESERVE_API_KEY")) sc.api_key = k;
+  sc.http_threads = std::max<size_t>(sc.http_threads, o.max_num_seqs + 8);
+
+  const model::ModelConfig cfg = model::LoadModelConfig(dir);
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::FromModelDir(dir);
+  ChooseParsers(o, cfg.architecture, sc);
+  ReadGenerationDefaults(dir, sc);
+  std::optional<chat::ChatTemplate> tmpl;
+  chat::ModelChatConfig chat_cfg;
+  try {
+    chat_cfg = chat::LoadModelChatConfig(dir);
+  } catch (const Error& e) {
+    if (o.chat_template_file.empty()) LogWarn("no chat template: ", e.what());
+  }
+  if (!o.chat_template_file.empty()) chat_cfg.chat_template = ReadFile(o.chat_template_file);
+  if (!chat_cfg.chat_template.empty()) tmpl = chat::ChatTemplate::Parse(chat_cfg.chat_template);
+
+  std::unique_ptr<ModelSession> session;
+  std::unique_ptr<engine::EngineInterface> eng;
+  std::function<void()> stop_engine = [] {};
+  std::thread engine_thread;
+  if (!o.scripted_output.empty()) {
+    engine::ScriptedEngineConfig ec;
+    ec.reply = tok.Encode(ReadFile(o.scripted_output), /*add_special_tokens=*/false);
+    ec.eos_token_ids = cfg.eos_token_ids;
+    ec.vocab_size = cfg.vocab_size;
+    ec.max_model_len = o.max_model_len ? o.max_model_len : cfg.max_position_embeddings;
+    ec.block_size = o.block_size;
+    ec.tick = std::chrono::microseconds(static_cast<int64_t>(o.scripted_tick_ms * 1000));
+    LogInfo("scripted engine: every request replays ", ec.reply.size(), " tokens");
+    eng = std::make_unique<engine::ScriptedEngine>(std::move(ec));
+  } else {
+    session = ModelSession::Open(o.model, o.parallel);
+    if (session->is_worker()) return 0;
+    model::Model& m = session->model();
+    const model::KvLayout layout = m.kv_layout();
+    const size_t weights = m.WeightBytes();
+    size_t kv_bytes = o.kv_cache_memory_bytes;
+    if (kv_bytes == 0) {
+      const double budget = o.memory_utilization * static_cast<double>(PhysicalMemoryBytes());
+      if (budget <= static_cast<double>(weights))
+        Fail("--gpu-memory-utilization ", o.memory_utilization, " of ", PhysicalMemoryBytes(),
+             " bytes leaves nothing for the KV cache after ", weights, " bytes of weights");
+      kv_bytes = static_cast<size_t>(budget) - weights;
+    }
+    size_t blocks = cache::KvPool::BlocksForBytes(layout, o.block_size, kv_bytes);
+    const size_t tokens_fit = blocks * o.block_size;
+    size_t max_len = o.max_model_len;
+    if (max_len == 0) max_len = std::min(cfg.max_position_embeddings, tokens_fit);
+    if (max_len == 0 || max_len > tokens_fit)
+      Fail("--max-model-len ", max_len, " does not fit the KV cache, which holds ", tokens_fit,
+           " tokens (", kv_bytes, " bytes); raise --kv-cache-memory or --gpu-memory-utilization");
+    // More blocks than max_num_seqs full-length sequences can use would only reserve memory.
+    const size_t useful = o.max_num_seqs * ((max_len + o.block_size - 1) / o.block_size);
+    blocks = std::min(blocks, useful);
+    LogInfo("weights: ", weights, " bytes; KV cache: ", blocks, " blocks of ", o.block_size,
+            " tokens = ", blocks * o.block_size, " tokens, ",
+            blocks * o.block_size * layout.BytesPerToken(), " bytes; max_model_len ", max_len);
+    engine::EngineConfig ec;
+    ec.scheduler.eos_token_ids = cfg.eos_token_ids;
+    ec.scheduler.max_model_len = max_len;
+    ec.scheduler.num_kv_blocks = blocks;
+    ec.scheduler.block_size = o.block_size;
+    ec.scheduler.max_num_seqs = o.max_num_seqs;
+    ec.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+    ec.scheduler.prefix_caching = !o.no_prefix_caching;
+    ec.scheduler.seed = o.seed;
+    auto llm = std::make_unique<engine::LLMEngine>(m, ec, session->context());
+    engine::LLMEngine* raw = llm.get();
+    engine_thread = std::thread([raw] { raw->RunLoop(); });
+    stop_engine = [raw] { raw->Shutdown(); };
+    eng = std::move(llm);
+  }
+
+  server::ServingContext ctx{*eng, tok};
+  ctx.chat_template = tmpl ? &*tmpl : nullptr;
+  ctx.bos_token = chat_cfg.bos_token;
+  ctx.eos_token = chat_cfg.eos_token;
+  ctx.config = sc;
+  ctx.created_unix_s = static_cast<int64_t>(std::time(nullptr));
+  int rc = 0;
+  {
+    server::HttpServer http(ctx);
+    rc = ServeUntilSignal(http);
+  }
+  stop_engine();
+  if (engine_thread.joinable()) engine_thread.join();
+  LogInfo("server stopped");
+  return rc;
+}
+
+CommandRegistration reg{
+    "serve", "Serve a model over the OpenAI API (completions, chat completions, SSE)",
+    [](CLI::App& sub) -> CommandAction {
+      auto o = std::make_shared<ServeOptions>();
+      AddModelOptions(sub, o->model);
+      AddParallelOptions(sub, o->parallel);
+      auto& s = o->server;
+      sub.add_option("--host", s.host, "Address to listen on")->capture_default_str();
+      sub.add_option("--port,--server-port", s.port, "Port (0 = any free port)")
+          ->capture_default_str();
+      sub.add_option("--served-model-name", s.served_model_name,
+                     "Model name in the API (default: the model folder's name)");
+      sub.add_option("--api-key", s.api_key,
+                     "Require 'Authorization: Bearer KEY' on /v1/* (also env MOESERVE_API_KEY)");
+      sub.add_option("--chat-template", o->chat_template_file,
+                     "Jinja chat template file (default: the model's tokenizer_config.json)");
+      sub.add_option("--reasoning-parser", o->reasoning_parser,
+                     "auto (from the architecture), minimax_m2, qwen3 or none")
+          ->check(CLI::IsMember({"auto", "minimax_m2", "qwen3", "deepseek_r1", "none"}))
+          ->capture_default_str();
+      sub.add_option("--tool-call-parser", o->tool_call_parser,
+                     "auto (from the architecture), minimax_m2, qwen3 or none")
+          ->check(CLI::IsMember({"auto", "minimax_m2", "qwen3", "hermes", "none"}))
+          ->capture_default_str();
+      sub.add_flag("--enable-auto-tool-choice", "Accepted for vLLM compatibility (always on)");
+      sub.add_option("--kv-cache-dtype,--kv_cache_dtype", o->kv_cache_dtype,
+                     "KV cache dtype: auto or bf16 (fp8 not supported yet)")
+          ->capture_default_str();
+      sub.add_option("--max-model-len", o->max_model_len,
+                     "Longest prompt + completion (default: min(max_position_embeddings, what "
+                     "the KV cache holds))");
+      sub.add_option("--gpu-memory-utilization,--memory-utilization", o->memory_utilization,
+                     "Fraction of physical RAM for weights + KV cache")
+          ->capture_default_str();
+      sub.add_option("--kv-cache-memory", o->kv_cache_memory_bytes,
+                     "KV cache size in bytes (overrides --gpu-memory-utilization)");
+      sub.add_option("--max-num-seqs", o->max_num_seqs, "Sequences running at once")
+          ->capture_default_str();
+      sub.add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per step")
+          ->capture_default_str();
+      sub.add_option("--block-size", o->block_size, "KV cache block size in tokens")
+          ->check(CLI::Range(1, 1024))
+          ->capture_default_str();
+      sub.add_flag("--no-enable-prefix-caching", o->no_prefix_caching, "Disable prefix caching");
+      sub.add_flag("--enable-prefix-caching{false}", o->no_prefix_caching,
+                   "Enable prefix caching (default)");
+      sub.add_option("--seed", o->seed, "Seed for requests that bring none");
+      sub.add_option("--max-request-bytes", s.max_body_bytes, "Largest request body (413 above)")
+          ->capture_default_str();
+      sub.add_option("--drain-timeout", s.drain_timeout_s,
+                     "Seconds to let running requests finish on SIGINT/SIGTERM")
+          ->capture_default_str();
+      sub.add_flag("--trust-remote-code", "Accepted for vLLM compatibility (no effect)");
+      sub.add_flag("--enforce-eager", "Accepted for vLLM compatibility (no effect)");
+      // Test-only: answer every request with this file's text instead of running the model.
+      sub.add_option("--scripted-output", o->scripted_output)->group("");
+      sub.add_option("--scripted-tick-ms", o->scripted_tick_ms)->group("");
+      return [o] { return RunServe(*o); };
+    }};
+
+}  // namespace
+}  // namespace moeserve::apps

@@ -1,0 +1,174 @@
+#include "server/generation.h"
+
+#include "server/api_error.h"
+
+namespace moeserve::server {
+namespace {
+
+// Runs on the engine thread: detokenizes, finds stop strings, posts updates.
+class ChoiceSink final : public engine::RequestSink {
+ public:
+  ChoiceSink(const tokenizer::Tokenizer& tok, const TextOptions& opts, size_t choice,
+             std::shared_ptr<UpdateChannel> channel)
+      : tok_(tok),
+        opts_(opts),
+        detok_(tok, /*skip_special_tokens=*/false),
+        choice_(choice),
+        channel_(std::move(channel)) {
+    for (const auto& s : opts_.stop) max_stop_ = std::max(max_stop_, s.size());
+  }
+
+  std::optional<std::string> OnOutput(const engine::EngineOutput& out) override {
+    ChoiceUpdate u;
+    u.choice = choice_;
+    u.tokens = out.new_tokens;
+    u.logprobs = out.new_logprobs;
+    u.prompt_logprobs = out.prompt_logprobs;
+    u.prompt_tokens = out.num_prompt_tokens;
+    u.output_tokens = out.num_output_tokens;
+    u.cached_tokens = out.num_cached_tokens;
+    // The token that ended the request with "stop" is an EOS or stop token id: not text.
+    const bool terminal_token = out.finished && out.reason == engine::FinishReason::kStop;
+    for (size_t i = 0; i < out.new_tokens.size(); ++i) {
+      const int32_t t = out.new_tokens[i];
+      if (terminal_token && i + 1 == out.new_tokens.size()) continue;
+      if (opts_.skip_special_tokens && tok_.IsSpecial(t) && !opts_.keep_token_ids.count(t))
+        continue;
+      pending_ += detok_.Push(t);
+    }
+    if (out.finished) pending_ += detok_.Flush();
+    std::optional<std::string> hit = Release(out.finished, u.text);
+    if (hit) {
+      u.finished = true;
+      u.finish_reason = "stop";
+    } else if (out.finished) {
+      u.finished = true;
+      u.finish_reason = engine::FinishReasonName(out.reason);
+    }
+    channel_->Push(std::move(u));
+    return hit;
+  }
+
+ private:
+  // Moves pending text that can no longer become part of a stop string into `text`. Returns the
+  // stop string when one is complete (the text after it is dropped).
+  std::optional<std::string> Release(bool final, std::string& text) {
+    size_t best = std::string::npos;
+    const std::string* which = nullptr;
+    for (const auto& s : opts_.stop) {
+      const size_t p = pending_.find(s);
+      if (p != std::string::npos && (p < best || (p == best && s.size() > which->size()))) {
+        best = p;
+        which = &s;
+      }
+    }
+    if (which) {
+      text += pending_.substr(0, opts_.include_stop_str_in_output ? best + which->size() : best);
+      pending_.clear();
+      return *which;
+    }
+    // Hold back the longest suffix that is a proper prefix of a stop string.
+    size_t keep = 0;
+    if (!final) {
+      for (const auto& s : opts_.stop) {
+        for (size_t k = std::min(s.size() - 1, pending_.size()); k > keep; --k) {
+          if (pending_.compare(pending_.size() - k, k, s, 0, k) == 0) {
+            keep = k;
+            break;
+          }
+        }
+      }
+    }
+    text += pending_.substr(0, pending_.size() - keep);
+    pending_.erase(0, pending_.size() - keep);
+    return std::nullopt;
+  }
+
+  const tokenizer::Tokenizer& tok_;
+  const TextOptions opts_;
+  tokenizer::StreamingDetokenizer detok_;
+  const size_t choice_;
+  std::shared_ptr<UpdateChannel> channel_;
+  std::string pending_;
+  size_t max_stop_ = 0;
+};
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+void UpdateChannel::Push(ChoiceUpdate u) {
+  {
+    std::lock_guard lock(mu_);
+    updates_.push_back(std::move(u));
+  }
+  cv_.notify_one();
+}
+
+std::vector<ChoiceUpdate> UpdateChannel::Take(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return !updates_.empty(); });
+  std::vector<ChoiceUpdate> out;
+  out.swap(updates_);
+  return out;
+}
+
+Generation::Generation(ServingContext& ctx)
+    : ctx_(ctx),
+      channel_(std::make_shared<UpdateChannel>()),
+      start_(std::chrono::steady_clock::now()) {}
+
+Generation::~Generation() { AbortAll(); }
+
+void Generation::Start(const std::vector<std::vector<int32_t>>& prompts,
+                       const engine::SamplingParams& params, const TextOptions& text) {
+  const int n = params.n;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    for (int i = 0; i < n; ++i) {
+      engine::SamplingParams sp = params;
+      sp.n = 1;
+      if (sp.seed) sp.seed = *sp.seed + static_cast<uint64_t>(i);
+      const size_t choice = engine_ids_.size();
+      const uint64_t id = ctx_.next_request_id.fetch_add(1);
+      auto sink = std::make_shared<ChoiceSink>(ctx_.tokenizer, text, choice, channel_);
+      std::string err = ctx_.engine.AddRequest(id, prompts[p], sp, std::move(sink));
+      if (!err.empty()) {
+        AbortAll();
+        throw BadRequest(prompts.size() > 1 ? "prompt " + std::to_string(p) + ": " + err : err);
+      }
+      engine_ids_.push_back(id);
+      finished_.push_back(false);
+      first_token_s_.push_back(-1);
+    }
+  }
+}
+
+std::vector<ChoiceUpdate> Generation::Next(std::chrono::milliseconds timeout) {
+  std::vector<ChoiceUpdate> updates = channel_->Take(timeout);
+  for (const ChoiceUpdate& u : updates) {
+    if (finished_[u.choice]) continue;
+    if (!u.tokens.empty() && first_token_s_[u.choice] < 0)
+      first_token_s_[u.choice] = SecondsSince(start_);
+    if (u.finished) {
+      finished_[u.choice] = true;
+      ++num_finished_;
+      ctx_.metrics.RecordRequest(u.finish_reason, first_token_s_[u.choice], SecondsSince(start_),
+                                 u.output_tokens);
+    }
+  }
+  return updates;
+}
+
+void Generation::AbortAll() {
+  for (size_t i = 0; i < engine_ids_.size(); ++i) {
+    if (finished_[i]) continue;
+    ctx_.engine.Abort(engine_ids_[i]);
+    finished_[i] = true;
+    ++num_finished_;
+    ctx_.metrics.RecordRequest("abort", first_token_s_[i], SecondsSince(start_), 0);
+  }
+}
+
+}  // namespace moeserve::server

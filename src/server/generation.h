@@ -1,0 +1,91 @@
+// One HTTP request's generation: its engine requests (one per prompt x sample, the OpenAI
+// "choices"), the per-request sinks that turn tokens into text on the engine thread, and the
+// channel the HTTP thread reads their updates from.
+//
+// Text rules (as vLLM): tokens are detokenized incrementally; special tokens are skipped when
+// skip_special_tokens, except the tags a reply parser needs (`keep_token_ids`: <think>, tool-call
+// delimiters), which vLLM's tokenizers do not mark special; the token that ended a request
+// (EOS, a stop token id) is not detokenized; stop strings end the request and are cut from the
+// text with everything after them (unless include_stop_str_in_output). Text that could still
+// become a stop string is held back, so a stream never shows part of one.
+//
+// Threads: sinks run on the engine thread and never block (a mutex-guarded queue); everything
+// else runs on the HTTP thread that owns the Generation.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/llm_engine.h"
+#include "server/serving_context.h"
+
+namespace moeserve::server {
+
+// What a choice produced since the last update.
+struct ChoiceUpdate {
+  size_t choice = 0;
+  std::string text;                              // released text (never part of a stop string)
+  std::vector<int32_t> tokens;                   // tokens generated in this update
+  std::vector<engine::TokenLogprobs> logprobs;  // parallel to tokens when logprobs were asked
+  std::vector<std::optional<engine::TokenLogprobs>> prompt_logprobs;  // first update only
+  bool finished = false;
+  std::string finish_reason;  // "stop", "length", "abort" when finished
+  size_t prompt_tokens = 0, output_tokens = 0, cached_tokens = 0;
+};
+
+class UpdateChannel {
+ public:
+  void Push(ChoiceUpdate u);
+  // Waits up to `timeout` for updates and takes them all (empty on timeout).
+  std::vector<ChoiceUpdate> Take(std::chrono::milliseconds timeout);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<ChoiceUpdate> updates_;
+};
+
+struct TextOptions {
+  std::vector<std::string> stop;
+  bool include_stop_str_in_output = false;
+  bool skip_special_tokens = true;
+  std::set<int32_t> keep_token_ids;  // special tokens detokenized even when skipping specials
+};
+
+class Generation {
+ public:
+  explicit Generation(ServingContext& ctx);
+  ~Generation();  // aborts every choice still running
+
+  // Starts n choices per prompt (choice index = prompt_index * n + sample). With a seed, sample i
+  // gets seed + i, as vLLM's parallel sampling. Throws ApiError (400) when the engine refuses one;
+  // the choices already started are aborted.
+  void Start(const std::vector<std::vector<int32_t>>& prompts, const engine::SamplingParams& params,
+             const TextOptions& text);
+
+  size_t num_choices() const { return engine_ids_.size(); }
+  bool done() const { return num_finished_ == engine_ids_.size(); }
+  // Updates since the last call (waits up to `timeout` when there are none).
+  std::vector<ChoiceUpdate> Next(std::chrono::milliseconds timeout);
+  // Ends every unfinished choice in the engine (client gone, shutdown); their KV blocks are freed.
+  void AbortAll();
+
+ private:
+  ServingContext& ctx_;
+  std::shared_ptr<UpdateChannel> channel_;
+  std::vector<uint64_t> engine_ids_;
+  std::vector<bool> finished_;
+  std::vector<double> first_token_s_;  // seconds after start, -1 until the first token
+  size_t num_finished_ = 0;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace moeserve::server

@@ -1,0 +1,43 @@
+// JSON request body -> typed values, with the type and range checks the OpenAI API and vLLM make.
+// Every failure is an ApiError naming the field (400), so bad input never reaches the engine.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "engine/sampling_params.h"
+#include "server/generation.h"
+#include "server/serving_context.h"
+
+namespace moeserve::server {
+
+using Json = nlohmann::ordered_json;
+
+// Parses a request body; malformed JSON (including invalid UTF-8) or a non-object -> 400.
+Json ParseBody(const std::string& body);
+
+// Field readers: nullopt when absent or null; 400 when of the wrong type.
+std::optional<bool> GetBool(const Json& body, const char* name);
+std::optional<int64_t> GetInt(const Json& body, const char* name);  // integral numbers only
+std::optional<double> GetNumber(const Json& body, const char* name);
+std::optional<std::string> GetString(const Json& body, const char* name);
+
+// 404 model_not_found unless `model` is absent or the served model name.
+void CheckModel(const Json& body, const ServingContext& ctx);
+
+struct ParsedSampling {
+  engine::SamplingParams params;
+  TextOptions text;
+  std::optional<int> max_tokens;  // as sent (max_tokens, or max_completion_tokens for chat)
+};
+
+// The sampling fields both routes share (temperature ... logit_bias, stop, n, max_tokens and vLLM's
+// extras). Request-specific fields (logprobs, echo, ...) are read by the routes. Omitted
+// temperature / top_p / top_k take the model's generation_config.json defaults.
+ParsedSampling ParseSampling(const Json& body, const ServingContext& ctx, bool chat);
+
+// Checks `max_tokens` (when given) is >= 1 and the params are in range for the engine's vocab.
+void ValidateSampling(const engine::SamplingParams& params, const ServingContext& ctx);
+
+}  // namespace moeserve::server

@@ -1,0 +1,50 @@
+// What every route handler needs: the engine, the tokenizer, the chat template, settings, metrics.
+// Built once by `moeserve serve`; shared read-only by the HTTP threads (metrics and the id counter
+// are internally synchronized).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "chat/chat_template.h"
+#include "chat/reply_parser.h"
+#include "engine/engine_interface.h"
+#include "server/metrics.h"
+#include "tokenizer/tokenizer.h"
+
+namespace moeserve::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string served_model_name;
+  std::string model_dir;
+  std::string api_key;                      // "" = no authentication
+  size_t max_body_bytes = 32u << 20;        // larger bodies get 413
+  size_t http_threads = 64;                 // concurrent connections served
+  double drain_timeout_s = 30;              // graceful shutdown: wait this long for requests
+  chat::ReasoningFormat reasoning = chat::ReasoningFormat::kNone;
+  chat::ToolCallFormat tool_calls = chat::ToolCallFormat::kNone;
+  // Defaults for omitted request fields, from generation_config.json (vLLM --generation-config
+  // auto): temperature, top_p, top_k.
+  std::optional<float> default_temperature, default_top_p;
+  std::optional<int> default_top_k;
+};
+
+struct ServingContext {
+  engine::EngineInterface& engine;
+  const tokenizer::Tokenizer& tokenizer;
+  const chat::ChatTemplate* chat_template = nullptr;  // null: the chat route answers 400
+  std::string bos_token, eos_token;                   // template variables
+  ServerConfig config;
+  Metrics metrics;
+  std::atomic<uint64_t> next_request_id{1};
+  int64_t created_unix_s = 0;  // server start, for /v1/models
+  // Set when a graceful shutdown stops waiting: running requests are aborted.
+  std::atomic<bool> abort_all{false};
+};
+
+}  // namespace moeserve::server
