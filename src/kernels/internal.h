@@ -33,8 +33,29 @@ struct AttentionTileArgs {
   float *k, *v, *scores, *acc, *max, *sum;
 };
 
+// A row range of a quantized weight as the ISA kernels see it (matmul.cc fills it from a
+// WeightMatrix view and the range's first row). Row r of the range:
+//   kFp8Block: codes + r·row_stride (1 byte / element); its scales are the f32 row
+//              scales + ((row0 + r) / 128)·scale_stride, column c uses entry (col0 + c) / 128.
+//   kMxfp4:    codes + r·row_stride (2 elements / byte, element 2i low nibble); e8m0 scales at
+//              scales + r·scale_stride, one per 32 columns; k % 32 == 0.
+struct QuantRows {
+  const uint8_t* codes;
+  size_t row_stride;
+  const void* scales;
+  size_t scale_stride;
+  size_t row0, col0;  // kFp8Block only: global row of range row 0, global column of column 0
+  size_t rows, k;
+};
+
 namespace avx2 {
 void AttentionTile(const AttentionTileArgs& args);
+// Row r of a quantized range, dequantized exactly (as DequantizeRow) into out[0, k).
+void DecodeFp8Row(const QuantRows& w, size_t r, float* out);
+void DecodeMxfp4Row(const QuantRows& w, size_t r, float* out);
+// GEMM over an f32 weight (packed like GemmBf16); pack: PackFloatsGemmBf16(k) floats.
+void GemmF32(const float* xr, size_t ldxr, size_t m, const float* w, size_t row_stride, size_t k,
+             size_t rows, float* y, size_t ldy, bool accumulate, float* pack);
 // out[t, 0..ldo) = bf16-rounded x[t, 0..k) as f32, zero padded to ldo.
 void RoundRowsToBf16(const float* x, size_t ldx, size_t m, size_t k, float* out, size_t ldo);
 // xr holds bf16-rounded values (RoundRowsToBf16). Streams w rows; good for small m.
@@ -55,6 +76,20 @@ void F32FmaChains(size_t iterations, float* sink);  // 12 chains × 16 flop per 
 
 namespace avx512bf16 {
 void AttentionTile(const AttentionTileArgs& args);
+// Quantized GEMV (any m; meant for m < 8): codes are decoded to exact bf16 in registers and fed
+// to vdpbf16ps; FP8 partial sums are multiplied by their 128-column block scale, MXFP4 scales are
+// added to the bf16 exponents (exact for e8m0 in [2, 252]; other groups take a slower exact path).
+void GemvFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
+             bool accumulate);
+void GemvMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
+               bool accumulate);
+// Quantized GEMM: 32-row panels decoded to bf16 in `panel` (32·k elements), then GemmBf16's
+// packed tiles (pack: PackElemsGemmBf16(k)); FP8 runs one 128-column block at a time into
+// `partial` (m·32 floats) and scales it into y. col0 must be even for FP8 (else GEMV is used).
+void GemmFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
+             bool accumulate, bf16* panel, bf16* pack, float* partial);
+void GemmMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
+               bool accumulate, bf16* panel, bf16* pack);
 // out[t, 0..ldo) = bf16(x[t, 0..k)) (round to nearest even, as F32ToBf16), zero padded; ldo even.
 void ToBf16Rows(const float* x, size_t ldx, size_t m, size_t k, bf16* out, size_t ldo);
 // xb: ToBf16Rows output with ldxb >= round_up(k, 2), padding zero.

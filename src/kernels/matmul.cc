@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "core/check.h"
 #include "kernels/activation.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/quant.h"
 
 namespace moeserve::kernels {
 namespace {
@@ -18,37 +20,120 @@ constexpr size_t kGemmMinM = 8;
 
 void CheckShapes(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* y,
                  size_t ldy) {
-  MOESERVE_CHECK(w.dtype == DType::kBF16 || w.dtype == DType::kF32,
-                 "MatMul: unsupported weight dtype ", DTypeName(w.dtype));
-  MOESERVE_CHECK(w.row_stride >= w.cols, "row_stride ", w.row_stride, " < cols ", w.cols);
+  CheckWeight(w);
   MOESERVE_CHECK(m == 0 || (ldx >= w.cols && ldy >= w.rows), "ldx ", ldx, " ldy ", ldy, " for [",
                  w.rows, ",", w.cols, "]");
   MOESERVE_CHECK(m == 0 || w.rows == 0 || (x && y && w.data), "null pointer");
 }
 
+thread_local ScratchBuffer tl_pack;
+thread_local ScratchBuffer tl_x;
+thread_local ScratchBuffer tl_panel;
+thread_local ScratchBuffer tl_partial;
+
+// Scalar path: each row dequantized exactly to f32 (DequantizeRow), then the reference's running
+// sum, so the scalar ISA path equals MatMulReference bit for bit.
 void ScalarRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                 size_t ldy, bool accumulate) {
-  for (size_t t = 0; t < x.m; ++t) {
-    const float* xt = x.f32 + t * x.ld;
-    for (size_t n = n0; n < n1; ++n) {
+  float* row = tl_panel.As<float>(w.cols);
+  for (size_t n = n0; n < n1; ++n) {
+    DequantizeRow(w, n, 0, w.cols, row);
+    for (size_t t = 0; t < x.m; ++t) {
+      const float* xt = x.f32 + t * x.ld;
       float sum = 0;
-      if (w.dtype == DType::kBF16) {
-        const bf16* wr = static_cast<const bf16*>(w.data) + n * w.row_stride;
-        for (size_t k = 0; k < w.cols; ++k) sum += xt[k] * Bf16ToF32(wr[k]);
-      } else {
-        const float* wr = static_cast<const float*>(w.data) + n * w.row_stride;
-        for (size_t k = 0; k < w.cols; ++k) sum += xt[k] * wr[k];
-      }
+      for (size_t k = 0; k < w.cols; ++k) sum += xt[k] * row[k];
       float& out = y[t * ldy + n];
       out = accumulate ? out + sum : sum;
     }
   }
 }
 
-thread_local ScratchBuffer tl_pack;
-thread_local ScratchBuffer tl_x;
+QuantRows QuantView(const WeightMatrix& w, size_t n0, size_t n1) {
+  QuantRows q{};
+  q.codes = static_cast<const uint8_t*>(w.data) + n0 * w.row_stride;
+  q.row_stride = w.row_stride;
+  q.scale_stride = w.scale_stride;
+  q.rows = n1 - n0;
+  q.k = w.cols;
+  if (w.format == WeightFormat::kFp8Block) {
+    q.scales = w.scales;
+    q.row0 = w.row0 + n0;
+    q.col0 = w.col0;
+  } else {
+    q.scales = static_cast<const uint8_t*>(w.scales) + n0 * w.scale_stride;
+  }
+  return q;
+}
+
+void QuantRowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1,
+                  float* y, size_t ldy, bool accumulate) {
+  const QuantRows q = QuantView(w, n0, n1);
+  const bool fp8 = w.format == WeightFormat::kFp8Block;
+  const size_t k = w.cols;
+  float* yn = y + n0;
+  if (isa == Isa::kAvx512Bf16) {
+    if (x.m < kGemmMinM) {
+      if (fp8) return avx512bf16::GemvFp8(x.b16, x.ld, x.m, q, yn, ldy, accumulate);
+      return avx512bf16::GemvMxfp4(x.b16, x.ld, x.m, q, yn, ldy, accumulate);
+    }
+    bf16* panel = tl_panel.As<bf16>(32 * ((k + 31) / 32 * 32));
+    bf16* pack = tl_pack.As<bf16>(avx512bf16::PackElemsGemmBf16(k));
+    if (fp8) {
+      float* partial = tl_partial.As<float>(x.m * 32);
+      return avx512bf16::GemmFp8(x.b16, x.ld, x.m, q, yn, ldy, accumulate, panel, pack, partial);
+    }
+    return avx512bf16::GemmMxfp4(x.b16, x.ld, x.m, q, yn, ldy, accumulate, panel, pack);
+  }
+  // AVX2 (and AVX-512 without BF16): rows dequantized exactly to f32 in cache, then the f32
+  // kernels on the bf16-rounded x.
+  const auto decode = fp8 ? avx2::DecodeFp8Row : avx2::DecodeMxfp4Row;
+  if (x.m < kGemmMinM) {
+    float* row = tl_panel.As<float>(k);
+    for (size_t r = 0; r < q.rows; ++r) {
+      decode(q, r, row);
+      avx2::GemvF32(x.f32, x.ld, x.m, row, k, k, 1, yn + r, ldy, accumulate);
+    }
+    return;
+  }
+  constexpr size_t kPanelRows = 16;
+  float* panel = tl_panel.As<float>(kPanelRows * k);
+  float* pack = tl_pack.As<float>(avx2::PackFloatsGemmBf16(k));
+  for (size_t r0 = 0; r0 < q.rows; r0 += kPanelRows) {
+    const size_t nr = std::min(kPanelRows, q.rows - r0);
+    for (size_t r = 0; r < nr; ++r) decode(q, r0 + r, panel + r * k);
+    avx2::GemmF32(x.f32, x.ld, x.m, panel, k, k, nr, yn + r0, ldy, accumulate, pack);
+  }
+}
 
 }  // namespace
+
+void CheckWeight(const WeightMatrix& w) {
+  switch (w.format) {
+    case WeightFormat::kDense:
+      MOESERVE_CHECK(w.dtype == DType::kBF16 || w.dtype == DType::kF32,
+                     "MatMul: unsupported dense weight dtype ", DTypeName(w.dtype));
+      MOESERVE_CHECK(w.row_stride >= w.cols, "row_stride ", w.row_stride, " < cols ", w.cols);
+      return;
+    case WeightFormat::kFp8Block:
+      MOESERVE_CHECK(w.dtype == DType::kF8E4M3, "FP8 block weight with dtype ", DTypeName(w.dtype));
+      MOESERVE_CHECK(w.row_stride >= w.cols, "row_stride ", w.row_stride, " < cols ", w.cols);
+      MOESERVE_CHECK(w.rows == 0 || w.cols == 0 ||
+                         (w.scales && w.scale_stride >= (w.col0 + w.cols + 127) / 128),
+                     "FP8 block weight: scales missing or scale_stride ", w.scale_stride,
+                     " too small for columns up to ", w.col0 + w.cols);
+      return;
+    case WeightFormat::kMxfp4:
+      MOESERVE_CHECK(w.dtype == DType::kU8, "MXFP4 weight with dtype ", DTypeName(w.dtype));
+      MOESERVE_CHECK(w.cols % 32 == 0, "MXFP4 weight: cols ", w.cols, " not a multiple of 32");
+      MOESERVE_CHECK(w.row_stride >= w.cols / 2, "MXFP4 row_stride ", w.row_stride, " bytes < ",
+                     w.cols / 2);
+      MOESERVE_CHECK(w.rows == 0 || w.cols == 0 || (w.scales && w.scale_stride >= w.cols / 32),
+                     "MXFP4 weight: scales missing or scale_stride ", w.scale_stride, " < ",
+                     w.cols / 32);
+      return;
+  }
+  Fail("MatMul: unknown weight format");
+}
 
 void* ScratchBuffer::Get(size_t bytes) {
   if (bytes > size_) {
@@ -110,6 +195,7 @@ void MatMulRows(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, s
   const size_t rows = n1 - n0, k = w.cols;
   float* yn = y + n0;
   if (isa == Isa::kScalar) return ScalarRows(x, w, n0, n1, y, ldy, accumulate);
+  if (w.format != WeightFormat::kDense) return QuantRowsIsa(isa, x, w, n0, n1, y, ldy, accumulate);
   if (w.dtype == DType::kF32) {
     const float* wn = static_cast<const float*>(w.data) + n0 * w.row_stride;
     if (isa == Isa::kAvx512Bf16)
@@ -149,17 +235,16 @@ void MatMul(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* 
 void MatMulReference(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* y,
                      size_t ldy, bool accumulate) {
   CheckShapes(x, ldx, m, w, y, ldy);
-  for (size_t t = 0; t < m; ++t) {
-    for (size_t n = 0; n < w.rows; ++n) {
+  // W dequantized exactly to f32 (bf16 and quantized formats); x rounded to bf16 unless W is f32.
+  const bool round_x = !(w.format == WeightFormat::kDense && w.dtype == DType::kF32);
+  std::vector<float> row(w.cols);
+  for (size_t n = 0; n < w.rows; ++n) {
+    DequantizeRow(w, n, 0, w.cols, row.data());
+    for (size_t t = 0; t < m; ++t) {
       float sum = 0;
       for (size_t k = 0; k < w.cols; ++k) {
         const float xk = x[t * ldx + k];
-        if (w.dtype == DType::kBF16) {
-          const bf16 wk = static_cast<const bf16*>(w.data)[n * w.row_stride + k];
-          sum += RoundToBf16(xk) * Bf16ToF32(wk);
-        } else {
-          sum += xk * static_cast<const float*>(w.data)[n * w.row_stride + k];
-        }
+        sum += (round_x ? RoundToBf16(xk) : xk) * row[k];
       }
       float& out = y[t * ldy + n];
       out = accumulate ? out + sum : sum;

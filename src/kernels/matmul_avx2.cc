@@ -53,15 +53,23 @@ inline void RowDot(const float* xr, size_t ldxr, const bf16* w, size_t k, float*
   }
 }
 
+inline float WidenElem(bf16 v) {
+  return Bf16Bits(v.bits);
+}
+inline float WidenElem(float v) {
+  return v;
+}
+
 // pack[i][j] = W[j][i] as f32, j < 16 (rows beyond `rows` are zero).
-void PackPanel(const bf16* w, size_t row_stride, size_t k, size_t rows, float* pack) {
+template <typename T>
+void PackPanel(const T* w, size_t row_stride, size_t k, size_t rows, float* pack) {
   for (size_t j = 0; j < kPanel; ++j) {
     if (j >= rows) {
       for (size_t i = 0; i < k; ++i) pack[i * kPanel + j] = 0;
       continue;
     }
-    const bf16* wr = w + j * row_stride;
-    for (size_t i = 0; i < k; ++i) pack[i * kPanel + j] = Bf16Bits(wr[i].bits);
+    const T* wr = w + j * row_stride;
+    for (size_t i = 0; i < k; ++i) pack[i * kPanel + j] = WidenElem(wr[i]);
   }
 }
 
@@ -168,7 +176,9 @@ size_t PackFloatsGemmBf16(size_t k) {
   return k * kPanel;
 }
 
-void GemmBf16(const float* xr, size_t ldxr, size_t m, const bf16* w, size_t row_stride, size_t k,
+namespace {
+template <typename T>
+void GemmPacked(const float* xr, size_t ldxr, size_t m, const T* w, size_t row_stride, size_t k,
               size_t rows, float* y, size_t ldy, bool accumulate, float* pack) {
   // Blocked over k: a [kKc, 16] f32 panel (16 KiB) stays in L1 and the x block [m, kKc] in L2
   // while all panels pass over it (x is f32 here, twice the bytes of the AVX-512 path's bf16, and
@@ -188,6 +198,18 @@ void GemmBf16(const float* xr, size_t ldxr, size_t m, const bf16* w, size_t row_
         kTiles[m - t](xr + t * ldxr + k0, ldxr, pack, kc, y + t * ldy + n, ldy, panel_rows, acc);
     }
   }
+}
+
+}  // namespace
+
+void GemmBf16(const float* xr, size_t ldxr, size_t m, const bf16* w, size_t row_stride, size_t k,
+              size_t rows, float* y, size_t ldy, bool accumulate, float* pack) {
+  GemmPacked(xr, ldxr, m, w, row_stride, k, rows, y, ldy, accumulate, pack);
+}
+
+void GemmF32(const float* xr, size_t ldxr, size_t m, const float* w, size_t row_stride, size_t k,
+             size_t rows, float* y, size_t ldy, bool accumulate, float* pack) {
+  GemmPacked(xr, ldxr, m, w, row_stride, k, rows, y, ldy, accumulate, pack);
 }
 
 void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_stride, size_t k,

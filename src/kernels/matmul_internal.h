@@ -30,8 +30,12 @@ class ScratchBuffer {
   size_t size_ = 0;
 };
 
+// Throws moeserve::Error unless w is a well-formed view of a supported format (weights.h).
+void CheckWeight(const WeightMatrix& w);
+
 // Converts x for `isa` and the weight dtype (bf16 rounding, or bf16 packing on avx512bf16) into
-// `buf`, or points at x itself for f32 weights. Runs on the calling thread.
+// `buf`, or points at x itself for f32 weights; every other dtype (bf16 and the quantized
+// formats' kF8E4M3 / kU8) gets the bf16 preparation. Runs on the calling thread.
 PreparedX PrepareX(Isa isa, DType w_dtype, const float* x, size_t ldx, size_t m, size_t k,
                    ScratchBuffer& buf);
 
