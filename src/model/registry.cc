@@ -46,8 +46,6 @@ void ParseCommonConfig(const loader::JsonConfig& j, ModelConfig& c) {
   }
   if (j.Has("rope_scaling"))
     Fail(j.source(), ": rope_scaling ", j.json()["rope_scaling"].dump(), " is not supported");
-  if (j.Has("quantization_config"))
-    Fail(j.source(), ": quantized checkpoints (quantization_config) are not supported yet");
   if (j.GetOr<bool>("attention_bias", false))
     Fail(j.source(), ": attention_bias = true is not supported");
   if (c.hidden_size == 0 || c.num_layers == 0 || c.num_heads == 0 || c.num_kv_heads == 0 ||
@@ -94,7 +92,9 @@ std::unique_ptr<Model> LoadModel(const std::string& dir, Parallelism parallel, R
   auto ckpt = std::make_unique<loader::Checkpoint>(dir);
   loader::StrictLoader strict(*ckpt);
   if (arch.ignore_rules) arch.ignore_rules(config, strict);
-  WeightReader weights(strict);
+  const loader::QuantConfig quant = loader::ParseQuantConfig(j);
+  if (quant.method != loader::QuantMethod::kNone) LogInfo("quantized checkpoint: ", quant.Describe());
+  WeightReader weights(strict, quant);
   auto model = arch.build(config, weights, parallel, ctx);
   strict.Finish();
   LogInfo("loaded ", config.architecture, " from ", dir, ": ", config.num_layers, " layers, ",

@@ -17,25 +17,102 @@ kernels::WeightMatrix WeightReader::Linear(const std::string& name, size_t out, 
   return Linear(name, out, in, Slice2D{0, out, 0, in});
 }
 
+std::pair<size_t, size_t> SplitRangeAligned(size_t n, Shard shard, size_t align) {
+  const auto [u0, u1] = SplitRange((n + align - 1) / align, shard);
+  return {std::min(n, u0 * align), std::min(n, u1 * align)};
+}
+
+size_t BytesOf(const kernels::WeightMatrix& w) {
+  const size_t elems = w.rows * w.cols;
+  switch (w.format) {
+    case kernels::WeightFormat::kDense:
+      return elems * DTypeSize(w.dtype);
+    case kernels::WeightFormat::kFp8Block:
+      return elems + ((w.row0 + w.rows + 127) / 128 - w.row0 / 128) *
+                         ((w.col0 + w.cols + 127) / 128 - w.col0 / 128) * sizeof(float);
+    case kernels::WeightFormat::kMxfp4:
+      return elems / 2 + w.rows * ((w.cols + 31) / 32);
+  }
+  return 0;
+}
+
+namespace {
+std::string ModuleOf(const std::string& weight_name) {
+  const std::string suffix = ".weight";
+  MOESERVE_CHECK(weight_name.size() > suffix.size() &&
+                     weight_name.compare(weight_name.size() - suffix.size(), suffix.size(),
+                                         suffix) == 0,
+                 weight_name);
+  return weight_name.substr(0, weight_name.size() - suffix.size());
+}
+int64_t I(size_t v) { return static_cast<int64_t>(v); }
+}  // namespace
+
+WeightReader::LinearTensors WeightReader::TakeLinear(const std::string& name, size_t out,
+                                                     size_t in) {
+  const std::string module = ModuleOf(name);
+  if (!quant_.IsQuantized(module))
+    return {&loader_.Take(name, {I(out), I(in)}, {DType::kBF16}), nullptr,
+            kernels::WeightFormat::kDense};
+  if (quant_.method == loader::QuantMethod::kFp8Block) {
+    const auto& w = loader_.Take(name, {I(out), I(in)}, {DType::kF8E4M3});
+    const auto& s = loader_.Take(module + ".weight_scale_inv",
+                                 {I((out + 127) / 128), I((in + 127) / 128)}, {DType::kF32});
+    return {&w, &s, kernels::WeightFormat::kFp8Block};
+  }
+  if (in % 32 != 0)
+    Fail("tensor ", name, ": MXFP4 needs the input dim to be a multiple of the group size 32, got ",
+         in);
+  const auto& w = loader_.Take(name, {I(out), I(in / 2)}, {DType::kU8});
+  const auto& s = loader_.Take(module + ".weight_scale", {I(out), I(in / 32)}, {DType::kU8});
+  return {&w, &s, kernels::WeightFormat::kMxfp4};
+}
+
+size_t WeightReader::ColumnAlignment(const std::string& name) const {
+  return quant_.method == loader::QuantMethod::kMxfp4 && quant_.IsQuantized(ModuleOf(name)) ? 32
+                                                                                             : 1;
+}
+
 kernels::WeightMatrix WeightReader::Linear(const std::string& name, size_t out, size_t in,
                                            Slice2D s) {
-  const auto& t = loader_.Take(name, {static_cast<int64_t>(out), static_cast<int64_t>(in)},
-                               {DType::kBF16});
+  const LinearTensors t = TakeLinear(name, out, in);
   MOESERVE_CHECK(s.row_end <= out && s.col_end <= in && s.row_begin <= s.row_end &&
                      s.col_begin <= s.col_end,
                  name);
   kernels::WeightMatrix w;
-  w.dtype = DType::kBF16;
-  w.data = reinterpret_cast<const bf16*>(t.data) + s.row_begin * in + s.col_begin;
+  w.format = t.format;
   w.rows = s.row_end - s.row_begin;
   w.cols = s.col_end - s.col_begin;
-  w.row_stride = in;
-  bytes_mapped_ += w.rows * w.cols * sizeof(bf16);
+  w.row0 = s.row_begin;
+  w.col0 = s.col_begin;
+  switch (t.format) {
+    case kernels::WeightFormat::kDense:
+      w.dtype = DType::kBF16;
+      w.data = reinterpret_cast<const bf16*>(t.weight->data) + s.row_begin * in + s.col_begin;
+      w.row_stride = in;
+      break;
+    case kernels::WeightFormat::kFp8Block:
+      w.dtype = DType::kF8E4M3;
+      w.data = t.weight->data + s.row_begin * in + s.col_begin;
+      w.row_stride = in;
+      w.scales = t.scales->data;  // the full grid; (row0, col0) locate the view in it
+      w.scale_stride = (in + 127) / 128;
+      break;
+    case kernels::WeightFormat::kMxfp4:
+      MOESERVE_CHECK(s.col_begin % 32 == 0, name, " sliced at column ", s.col_begin);
+      w.dtype = DType::kU8;
+      w.data = t.weight->data + s.row_begin * (in / 2) + s.col_begin / 2;
+      w.row_stride = in / 2;
+      w.scales = t.scales->data + s.row_begin * (in / 32) + s.col_begin / 32;
+      w.scale_stride = in / 32;
+      break;
+  }
+  bytes_mapped_ += BytesOf(w);
   return w;
 }
 
 void WeightReader::CheckLinear(const std::string& name, size_t out, size_t in) {
-  loader_.Take(name, {static_cast<int64_t>(out), static_cast<int64_t>(in)}, {DType::kBF16});
+  TakeLinear(name, out, in);
 }
 
 namespace {

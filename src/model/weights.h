@@ -10,6 +10,7 @@
 
 #include "kernels/weights.h"
 #include "loader/checkpoint.h"
+#include "loader/quant_config.h"
 
 namespace moeserve::model {
 
@@ -29,6 +30,13 @@ struct Parallelism {
 // [begin, end) of n items split as evenly as possible over shard.size parts (earlier parts get
 // the remainder). Uneven splits are fine for bf16: kernels take any row count and stride.
 std::pair<size_t, size_t> SplitRange(size_t n, Shard shard);
+// The same in units of `align` items (the last unit may be partial): MXFP4 weights split on their
+// input dim must start each rank's slice on a 32-column group. Equivalent to padding every
+// rank's shard to a multiple of `align` with zeros, without storing the zeros.
+std::pair<size_t, size_t> SplitRangeAligned(size_t n, Shard shard, size_t align);
+
+// Bytes a kernel reads to apply `w` once (codes plus scales).
+size_t BytesOf(const kernels::WeightMatrix& w);
 
 // Rows [row_begin, row_end) x cols [col_begin, col_end) of a 2-D parameter.
 struct Slice2D {
@@ -37,13 +45,19 @@ struct Slice2D {
 
 class WeightReader {
  public:
-  explicit WeightReader(loader::StrictLoader& loader) : loader_(loader) {}
+  WeightReader(loader::StrictLoader& loader, loader::QuantConfig quant = {})
+      : loader_(loader), quant_(std::move(quant)) {}
 
-  // A [out, in] bf16 linear weight, whole or sliced.
+  // A [out, in] linear weight, whole or sliced: bf16, or FP8-block / MXFP4 with its scales when
+  // the checkpoint's quantization_config says this module is quantized. Names the tensor and
+  // what was expected on any mismatch.
   kernels::WeightMatrix Linear(const std::string& name, size_t out, size_t in);
   kernels::WeightMatrix Linear(const std::string& name, size_t out, size_t in, Slice2D slice);
 
-  // Validates a [out, in] bf16 linear weight and marks it used without mapping it (another
+  // Column alignment a slice of this linear's input dim needs (32 for MXFP4, else 1).
+  size_t ColumnAlignment(const std::string& name) const;
+
+  // Validates a [out, in] linear weight and marks it used without mapping it (another
   // rank's expert under expert parallelism).
   void CheckLinear(const std::string& name, size_t out, size_t in);
 
@@ -56,7 +70,15 @@ class WeightReader {
   size_t bytes_mapped() const { return bytes_mapped_; }
 
  private:
+  struct LinearTensors {
+    const loader::TensorInfo* weight;
+    const loader::TensorInfo* scales;  // null for bf16
+    kernels::WeightFormat format;
+  };
+  LinearTensors TakeLinear(const std::string& name, size_t out, size_t in);
+
   loader::StrictLoader& loader_;
+  loader::QuantConfig quant_;
   size_t bytes_mapped_ = 0;  // bytes of the slices this rank uses
 };
 

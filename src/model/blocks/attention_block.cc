@@ -57,8 +57,7 @@ AttentionBlock::AttentionBlock(WeightReader& weights, const std::string& prefix,
 }
 
 size_t AttentionBlock::DecodeBytes() const {
-  return (wq_.rows * wq_.cols + wk_.rows * wk_.cols + wv_.rows * wv_.cols + wo_.rows * wo_.cols) *
-         sizeof(bf16);
+  return BytesOf(wq_) + BytesOf(wk_) + BytesOf(wv_) + BytesOf(wo_);
 }
 
 void AttentionBlock::NormalizeQk(float* q, float* k, size_t t, const RunContext& ctx) {

@@ -40,7 +40,7 @@ class LmHeadBlock {
   // logits [rows, vocab] for the given rows of h [*, hidden] (after the final norm).
   void Forward(const float* h, const std::vector<int32_t>& rows, float* logits,
                const RunContext& ctx);
-  size_t DecodeBytes() const { return weight_.rows * weight_.cols * sizeof(bf16); }
+  size_t DecodeBytes() const { return BytesOf(weight_); }
 
  private:
   const ModelConfig& config_;

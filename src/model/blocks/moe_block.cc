@@ -14,8 +14,10 @@ MoeBlock::MoeBlock(WeightReader& weights, const std::string& prefix, const MoeNa
   gate_ = weights.MatrixF32(prefix + names.gate, e, h);
   if (!names.bias.empty()) bias_ = weights.Vector(prefix + names.bias, e);
   // Tensor parallel: this rank's slice of every expert. Expert parallel: all of its own experts.
+  // MXFP4 experts split their intermediate dim on 32-column groups (w2's input dim).
+  const size_t align = weights.ColumnAlignment(prefix + names.expert_prefix + "0." + names.w2);
   const auto [i0, i1] = parallel.expert_parallel ? std::pair<size_t, size_t>{0, inter}
-                                                 : SplitRange(inter, parallel.shard);
+                                                 : SplitRangeAligned(inter, parallel.shard, align);
   const auto [e0, e1] = parallel.expert_parallel ? SplitRange(e, parallel.shard)
                                                  : std::pair<size_t, size_t>{0, e};
   experts_.resize(e);
@@ -37,8 +39,7 @@ MoeBlock::MoeBlock(WeightReader& weights, const std::string& prefix, const MoeNa
 size_t MoeBlock::DecodeBytes() const {
   const auto& w = *std::find_if(experts_.begin(), experts_.end(),
                                 [](const kernels::ExpertWeights& x) { return !x.w1.empty(); });
-  const size_t per_expert = (w.w1.rows * w.w1.cols + w.w3.rows * w.w3.cols +
-                             w.w2.rows * w.w2.cols) * sizeof(bf16);
+  const size_t per_expert = BytesOf(w.w1) + BytesOf(w.w3) + BytesOf(w.w2);
   return per_expert * config_.num_experts_per_token + gate_.size() * sizeof(float);
 }
 
