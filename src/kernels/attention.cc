@@ -7,12 +7,14 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "core/check.h"
 #include "kernels/internal.h"
+#include "kernels/quant.h"
 #include "runtime/cpu_features.h"
 
 namespace moeserve::kernels {
@@ -20,15 +22,15 @@ namespace {
 
 constexpr size_t kQueryTile = 16;
 
-void CheckShape(std::span<const AttentionSeq> seqs, const AttentionShape& s, size_t ldq,
-                size_t ldo) {
+template <typename Seq>
+void CheckShape(std::span<const Seq> seqs, const AttentionShape& s, size_t ldq, size_t ldo) {
   MOESERVE_CHECK(s.num_kv_heads > 0 && s.num_heads % s.num_kv_heads == 0, "heads ", s.num_heads,
                  " kv heads ", s.num_kv_heads);
   MOESERVE_CHECK(s.head_dim > 0 && s.block_size > 0, "head_dim ", s.head_dim, " block_size ",
                  s.block_size);
   MOESERVE_CHECK(ldq >= s.num_heads * s.head_dim && ldo >= s.num_heads * s.head_dim, "ldq ", ldq,
                  " ldo ", ldo);
-  for (const AttentionSeq& q : seqs)
+  for (const Seq& q : seqs)
     MOESERVE_CHECK(q.q_len <= q.kv_len, "q_len ", q.q_len, " > kv_len ", q.kv_len);
 }
 
@@ -50,8 +52,20 @@ void Scale(float* y, float s, size_t n) {
 void Widen(const bf16* src, float* dst, size_t n) {
   for (size_t i = 0; i < n; ++i) dst[i] = Bf16ToF32(src[i]);
 }
+void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = E4M3ToFloat(src[i]) * scale;
+}
 
 #include "kernels/attention_tile.h"
+
+// Either cache format: exactly one of (k, v) and (k8, v8) is set.
+struct SeqView {
+  size_t q_begin, q_len, kv_len;
+  const bf16* const* k;
+  const bf16* const* v;
+  const uint8_t* const* k8;
+  const uint8_t* const* v8;
+};
 
 struct Scratch {
   std::vector<float> k, v, scores, acc, max, sum;
@@ -61,7 +75,7 @@ struct Item {
   size_t seq, kv_head, q0, q1;  // queries [q0, q1) of the sequence (local indices)
 };
 
-void RunItem(Isa isa, const float* q, size_t ldq, const AttentionSeq& sq, const AttentionShape& s,
+void RunItem(Isa isa, const float* q, size_t ldq, const SeqView& sq, const AttentionShape& s,
              const Item& it, float* out, size_t ldo, Scratch& sc) {
   const size_t d = s.head_dim, group = s.num_heads / s.num_kv_heads, bs = s.block_size;
   const size_t rows = (it.q1 - it.q0) * group;
@@ -75,8 +89,11 @@ void RunItem(Isa isa, const float* q, size_t ldq, const AttentionSeq& sq, const 
                       ldq,
                       out + sq.q_begin * ldo,
                       ldo,
-                      sq.k_blocks,
-                      sq.v_blocks,
+                      sq.k,
+                      sq.v,
+                      sq.k8,
+                      sq.v8,
+                      KvScaleOffsetFp8(bs, s.num_kv_heads, d),
                       sq.kv_len - sq.q_len,
                       it.q0,
                       it.q1,
@@ -103,11 +120,8 @@ void RunItem(Isa isa, const float* q, size_t ldq, const AttentionSeq& sq, const 
   }
 }
 
-}  // namespace
-
-void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
-               const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool) {
-  CheckShape(seqs, shape, ldq, ldo);
+void AttentionImpl(const float* q, size_t ldq, std::span<const SeqView> seqs,
+                   const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool) {
   thread_local std::vector<Item> items;
   items.clear();
   for (size_t si = 0; si < seqs.size(); ++si)
@@ -129,26 +143,33 @@ void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
   });
 }
 
-void AttentionReference(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
-                        const AttentionShape& shape, float* out, size_t ldo) {
-  CheckShape(seqs, shape, ldq, ldo);
+void ReferenceImpl(const float* q, size_t ldq, std::span<const SeqView> seqs,
+                   const AttentionShape& shape, float* out, size_t ldo) {
   const size_t d = shape.head_dim, group = shape.num_heads / shape.num_kv_heads;
   const size_t bs = shape.block_size;
   std::vector<float> scores;
-  for (const AttentionSeq& sq : seqs) {
+  const size_t scale_offset = KvScaleOffsetFp8(bs, shape.num_kv_heads, d);
+  for (const SeqView& sq : seqs) {
     for (size_t i = 0; i < sq.q_len; ++i) {
       const size_t pos = sq.kv_len - sq.q_len + i;
       scores.assign(pos + 1, 0.0f);
       for (size_t h = 0; h < shape.num_heads; ++h) {
         const size_t g = h / group;
         const float* qv = q + (sq.q_begin + i) * ldq + h * d;
-        auto kv_at = [&](const bf16* const* blocks, size_t p, size_t j) {
-          return Bf16ToF32(blocks[p / bs][(p % bs) * shape.num_kv_heads * d + g * d + j]);
+        auto kv_at = [&](bool is_k, size_t p, size_t j) {
+          const size_t at = (p % bs) * shape.num_kv_heads + g;
+          if (sq.k8) {
+            const uint8_t* block = (is_k ? sq.k8 : sq.v8)[p / bs];
+            float scale;
+            std::memcpy(&scale, block + scale_offset + at * sizeof(float), sizeof(float));
+            return E4M3ToFloat(block[at * d + j]) * scale;
+          }
+          return Bf16ToF32((is_k ? sq.k : sq.v)[p / bs][at * d + j]);
         };
         float mx = -std::numeric_limits<float>::infinity();
         for (size_t p = 0; p <= pos; ++p) {
           float dot = 0;
-          for (size_t j = 0; j < d; ++j) dot += qv[j] * kv_at(sq.k_blocks, p, j);
+          for (size_t j = 0; j < d; ++j) dot += qv[j] * kv_at(true, p, j);
           scores[p] = shape.scale * dot;
           mx = std::max(mx, scores[p]);
         }
@@ -160,12 +181,52 @@ void AttentionReference(const float* q, size_t ldq, std::span<const AttentionSeq
         float* o = out + (sq.q_begin + i) * ldo + h * d;
         for (size_t j = 0; j < d; ++j) {
           float acc = 0;
-          for (size_t p = 0; p <= pos; ++p) acc += scores[p] * kv_at(sq.v_blocks, p, j);
+          for (size_t p = 0; p <= pos; ++p) acc += scores[p] * kv_at(false, p, j);
           o[j] = acc / total;
         }
       }
     }
   }
+}
+
+}  // namespace
+
+void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
+               const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool) {
+  CheckShape(seqs, shape, ldq, ldo);
+  thread_local std::vector<SeqView> views;
+  views.clear();
+  for (const AttentionSeq& s : seqs)
+    views.push_back({s.q_begin, s.q_len, s.kv_len, s.k_blocks, s.v_blocks, nullptr, nullptr});
+  AttentionImpl(q, ldq, views, shape, out, ldo, pool);
+}
+
+void AttentionFp8(const float* q, size_t ldq, std::span<const AttentionSeqFp8> seqs,
+                  const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool) {
+  CheckShape(seqs, shape, ldq, ldo);
+  thread_local std::vector<SeqView> views;
+  views.clear();
+  for (const AttentionSeqFp8& s : seqs)
+    views.push_back({s.q_begin, s.q_len, s.kv_len, nullptr, nullptr, s.k_blocks, s.v_blocks});
+  AttentionImpl(q, ldq, views, shape, out, ldo, pool);
+}
+
+void AttentionReference(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
+                        const AttentionShape& shape, float* out, size_t ldo) {
+  CheckShape(seqs, shape, ldq, ldo);
+  std::vector<SeqView> views;
+  for (const AttentionSeq& s : seqs)
+    views.push_back({s.q_begin, s.q_len, s.kv_len, s.k_blocks, s.v_blocks, nullptr, nullptr});
+  ReferenceImpl(q, ldq, views, shape, out, ldo);
+}
+
+void AttentionFp8Reference(const float* q, size_t ldq, std::span<const AttentionSeqFp8> seqs,
+                           const AttentionShape& shape, float* out, size_t ldo) {
+  CheckShape(seqs, shape, ldq, ldo);
+  std::vector<SeqView> views;
+  for (const AttentionSeqFp8& s : seqs)
+    views.push_back({s.q_begin, s.q_len, s.kv_len, nullptr, nullptr, s.k_blocks, s.v_blocks});
+  ReferenceImpl(q, ldq, views, shape, out, ldo);
 }
 
 }  // namespace moeserve::kernels

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 #include "core/dtype.h"
@@ -37,5 +38,25 @@ void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
 
 void AttentionReference(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
                         const AttentionShape& shape, float* out, size_t ldo);
+
+// The same attention over an FP8 (e4m3) KV cache. A block is KvBlockBytesFp8(block_size,
+// num_kv_heads, head_dim) bytes (kernels/quant.h): codes [block_size, num_kv_heads, head_dim],
+// then f32 scales [block_size, num_kv_heads] at KvScaleOffsetFp8(...); blocks must be 4-byte
+// aligned. Rows are written with WriteKvRowFp8 (scale = amax / 448 per token and kv head).
+// K/V values are dequantized exactly (e4m3 · scale, one f32 rounding) and then everything is as
+// for bf16: f32 scores, softmax and sums.
+struct AttentionSeqFp8 {
+  size_t q_begin = 0;
+  size_t q_len = 0;
+  size_t kv_len = 0;
+  const uint8_t* const* k_blocks = nullptr;
+  const uint8_t* const* v_blocks = nullptr;
+};
+
+void AttentionFp8(const float* q, size_t ldq, std::span<const AttentionSeqFp8> seqs,
+                  const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool);
+
+void AttentionFp8Reference(const float* q, size_t ldq, std::span<const AttentionSeqFp8> seqs,
+                           const AttentionShape& shape, float* out, size_t ldo);
 
 }  // namespace moeserve::kernels

@@ -47,6 +47,27 @@ void Widen(const bf16* src, float* dst, size_t n) {
   }
 }
 
+void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
+  // As the AVX-512 version: code bits at the top of an f32, × 2^120, × scale (exact, then one
+  // rounding, the same as F8E4M3ToF32(c) · scale).
+  const __m256 p120 = _mm256_set1_ps(0x1p120f), s = _mm256_set1_ps(scale);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256i c =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i)));
+    const __m256i bits =
+        _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x7f)), 20),
+                        _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24));
+    _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_castsi256_ps(bits), p120), s));
+  }
+  for (; i < n; ++i) {
+    const uint32_t u = (uint32_t{src[i] & 0x7fu} << 20) | (uint32_t{src[i] & 0x80u} << 24);
+    float f;
+    __builtin_memcpy(&f, &u, 4);
+    dst[i] = f * 0x1p120f * scale;
+  }
+}
+
 #include "kernels/attention_tile.h"
 
 }  // namespace

@@ -49,6 +49,22 @@ void Widen(const bf16* src, float* dst, size_t n) {
   }
 }
 
+// e4m3 → f32 exactly: the code's 7 magnitude bits at the top of an f32's exponent/mantissa
+// are value · 2^-120 (subnormal codes become f32 subnormals, also exact); × 2^120 restores it.
+void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
+  const __m512 vs = _mm512_set1_ps(0x1p120f);
+  const __m512 s = _mm512_set1_ps(scale);
+  for (size_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask16(n - i);
+    const __m512i c = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, src + i));
+    const __m512i bits =
+        _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x7f)), 20),
+                        _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24));
+    _mm512_mask_storeu_ps(dst + i, m,
+                          _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(bits), vs), s));
+  }
+}
+
 #include "kernels/attention_tile.h"
 
 }  // namespace

@@ -4,6 +4,7 @@
 //   void Axpy(float alpha, const float* x, float* y, size_t n);      // y += alpha · x
 //   void Scale(float* y, float s, size_t n);                          // y *= s
 //   void Widen(const bf16* src, float* dst, size_t n);                // dst = f32(src)
+//   void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n);  // e4m3(src) · scale
 // Included by attention.cc (baseline) and the per-ISA TUs, INSIDE their namespace and after
 // <cmath> and kernels/internal.h; everything here has internal linkage and uses no std templates,
 // so no inline definition is shared between differently-flagged TUs.
@@ -32,11 +33,24 @@ void AttentionTileImpl(const AttentionTileArgs& a) {
   }
   for (size_t b0 = 0; b0 < kv_end; b0 += bs) {
     const size_t nk = MinSize(bs, kv_end - b0);
-    const bf16* kb = a.k_blocks[b0 / bs] + a.kv_head * d;
-    const bf16* vb = a.v_blocks[b0 / bs] + a.kv_head * d;
-    for (size_t p = 0; p < nk; ++p) {
-      Widen(kb + p * kv_stride, a.k + p * d, d);
-      Widen(vb + p * kv_stride, a.v + p * d, d);
+    if (a.k_blocks8) {
+      // FP8 block: codes [bs, kv_heads, d], then f32 scales [bs, kv_heads] (4-byte aligned).
+      const uint8_t* kb = a.k_blocks8[b0 / bs];
+      const uint8_t* vb = a.v_blocks8[b0 / bs];
+      const float* ks = reinterpret_cast<const float*>(kb + a.scale_offset);
+      const float* vs = reinterpret_cast<const float*>(vb + a.scale_offset);
+      for (size_t p = 0; p < nk; ++p) {
+        const size_t at = p * a.num_kv_heads + a.kv_head;
+        WidenFp8(kb + at * d, ks[at], a.k + p * d, d);
+        WidenFp8(vb + at * d, vs[at], a.v + p * d, d);
+      }
+    } else {
+      const bf16* kb = a.k_blocks[b0 / bs] + a.kv_head * d;
+      const bf16* vb = a.v_blocks[b0 / bs] + a.kv_head * d;
+      for (size_t p = 0; p < nk; ++p) {
+        Widen(kb + p * kv_stride, a.k + p * d, d);
+        Widen(vb + p * kv_stride, a.v + p * d, d);
+      }
     }
     for (size_t r = 0; r < rows; ++r) {
       const size_t i = a.q0 + r / group, h = a.kv_head * group + r % group;

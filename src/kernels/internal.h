@@ -23,8 +23,11 @@ struct AttentionTileArgs {
   size_t ldq;
   float* out;
   size_t ldo;
-  const bf16* const* k_blocks;
+  const bf16* const* k_blocks;  // bf16 cache, or null for an FP8 cache:
   const bf16* const* v_blocks;
+  const uint8_t* const* k_blocks8;  // FP8 cache blocks (quant.h layout), else null
+  const uint8_t* const* v_blocks8;
+  size_t scale_offset;  // FP8: byte offset of a block's f32 scales [block_size, num_kv_heads]
   size_t first_pos;  // position of local query 0 (kv_len − q_len)
   size_t q0, q1, kv_head, group, num_kv_heads, head_dim, block_size;
   float scale;
