@@ -7,8 +7,8 @@
 #include "kernels/attention.h"
 
 #include <algorithm>
-#include <cstring>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 

@@ -30,9 +30,9 @@ struct AttentionShape {
   float scale = 0;  // usually 1/sqrt(head_dim)
 };
 
-// out[t, h*head_dim + d] = Σ_p softmax_p(scale · q_t,h · k_p,g) · v_p,g[d], g = h / (heads/kv_heads),
-// p ≤ position of t. q: f32 [*, ldq]; out: f32 [*, ldo]. Scores, softmax and sums in f32 (K and V
-// are read from bf16). Work is split over (sequence, kv head, query tile).
+// out[t, h*head_dim + d] = Σ_p softmax_p(scale · q_t,h · k_p,g) · v_p,g[d], g = h /
+// (heads/kv_heads), p ≤ position of t. q: f32 [*, ldq]; out: f32 [*, ldo]. Scores, softmax and sums
+// in f32 (K and V are read from bf16). Work is split over (sequence, kv head, query tile).
 void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
                const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool);
 

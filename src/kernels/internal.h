@@ -28,7 +28,7 @@ struct AttentionTileArgs {
   const uint8_t* const* k_blocks8;  // FP8 cache blocks (quant.h layout), else null
   const uint8_t* const* v_blocks8;
   size_t scale_offset;  // FP8: byte offset of a block's f32 scales [block_size, num_kv_heads]
-  size_t first_pos;  // position of local query 0 (kv_len − q_len)
+  size_t first_pos;     // position of local query 0 (kv_len − q_len)
   size_t q0, q1, kv_head, group, num_kv_heads, head_dim, block_size;
   float scale;
   // Scratch: k, v [block_size, head_dim]; scores [rows, block_size]; acc [rows, head_dim];

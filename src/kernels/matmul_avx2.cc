@@ -179,7 +179,7 @@ size_t PackFloatsGemmBf16(size_t k) {
 namespace {
 template <typename T>
 void GemmPacked(const float* xr, size_t ldxr, size_t m, const T* w, size_t row_stride, size_t k,
-              size_t rows, float* y, size_t ldy, bool accumulate, float* pack) {
+                size_t rows, float* y, size_t ldy, bool accumulate, float* pack) {
   // Blocked over k: a [kKc, 16] f32 panel (16 KiB) stays in L1 and the x block [m, kKc] in L2
   // while all panels pass over it (x is f32 here, twice the bytes of the AVX-512 path's bf16, and
   // streaming it from L3 for every panel halved the throughput). Partial sums go through y.

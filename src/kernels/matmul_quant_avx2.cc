@@ -32,8 +32,7 @@ inline __m256 E4M3x8(const uint8_t* p) {
   const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
   const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x7f)), 20);
   const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
-  return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(mag, sign)),
-                       _mm256_set1_ps(0x1p120f));
+  return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(mag, sign)), _mm256_set1_ps(0x1p120f));
 }
 
 inline float E8M0Scalar(uint8_t e) {
@@ -73,9 +72,9 @@ void DecodeMxfp4Row(const QuantRows& w, size_t r, float* out) {
     for (size_t q = 0; q < 4; ++q) {
       uint32_t word;
       std::memcpy(&word, codes + g * 16 + q * 4, 4);
-      const __m256i nib = _mm256_and_si256(
-          _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts),
-          _mm256_set1_epi32(0xf));
+      const __m256i nib =
+          _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(word)), shifts),
+                           _mm256_set1_epi32(0xf));
       const __m256 mag = _mm256_permutevar8x32_ps(magnitude, nib);  // uses the low 3 bits
       const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(nib, _mm256_set1_epi32(8)), 28);
       const __m256 v = _mm256_or_ps(mag, _mm256_castsi256_ps(sign));

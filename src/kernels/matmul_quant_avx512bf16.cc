@@ -111,8 +111,7 @@ void Fp8RowDot(const bf16* xb, size_t ldxb, const uint8_t* codes, const float* s
       const __m512i w1 = Fp8ToBf16(LoadFp8(codes + i + 32, ~__mmask32(0)), sub_lut);
       for (int t = 0; t < M; ++t) {
         p0[t] = _mm512_dpbf16_ps(p0[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + i)), AsBh(w0));
-        p1[t] =
-            _mm512_dpbf16_ps(p1[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + i + 32)), AsBh(w1));
+        p1[t] = _mm512_dpbf16_ps(p1[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + i + 32)), AsBh(w1));
       }
     }
     for (; i < b; i += 32) {
@@ -123,7 +122,8 @@ void Fp8RowDot(const bf16* xb, size_t ldxb, const uint8_t* codes, const float* s
                                  AsBh(w0));
     }
     const __m512 vs = _mm512_set1_ps(scales_row[blk]);
-    for (int t = 0; t < M; ++t) total[t] = _mm512_fmadd_ps(_mm512_add_ps(p0[t], p1[t]), vs, total[t]);
+    for (int t = 0; t < M; ++t)
+      total[t] = _mm512_fmadd_ps(_mm512_add_ps(p0[t], p1[t]), vs, total[t]);
     a = b;
   }
   StoreSums<M>(total, y, ldy, accumulate);
@@ -140,16 +140,16 @@ inline void Mxfp4Group(const bf16* xb, size_t ldxb, const uint8_t* codes, uint8_
     const __m512i w = Mxfp4ToBf16(codes + g * 16, _mm512_setzero_si512(), lut);
     const __m512 vs = _mm512_set1_ps(E8M0(s));
     for (int t = 0; t < M; ++t) {
-      const __m512 p = _mm512_dpbf16_ps(
-          _mm512_setzero_ps(), AsBh(_mm512_loadu_si512(xb + t * ldxb + g * 32)), AsBh(w));
+      const __m512 p = _mm512_dpbf16_ps(_mm512_setzero_ps(),
+                                        AsBh(_mm512_loadu_si512(xb + t * ldxb + g * 32)), AsBh(w));
       acc[t] = _mm512_fmadd_ps(p, vs, acc[t]);
     }
   }
 }
 
 template <int M>
-void Mxfp4RowDot(const bf16* xb, size_t ldxb, const uint8_t* codes, const uint8_t* scales,
-                 size_t k, float* y, size_t ldy, bool accumulate, __m512i lut) {
+void Mxfp4RowDot(const bf16* xb, size_t ldxb, const uint8_t* codes, const uint8_t* scales, size_t k,
+                 float* y, size_t ldy, bool accumulate, __m512i lut) {
   __m512 acc0[M], acc1[M];
   for (int t = 0; t < M; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
   const size_t groups = k / 32;
@@ -172,7 +172,8 @@ bool DecodeMxfp4Panel(const QuantRows& w, size_t r0, size_t nr, bf16* panel, siz
     const uint8_t* scales = static_cast<const uint8_t*>(w.scales) + (r0 + j) * w.scale_stride;
     for (size_t g = 0; g < w.k / 32; ++g) {
       if (!ScaleFoldsIntoBf16(scales[g])) return false;
-      _mm512_storeu_si512(panel + j * ld + g * 32, Mxfp4ToBf16(codes + g * 16, ExpAdd(scales[g]), lut));
+      _mm512_storeu_si512(panel + j * ld + g * 32,
+                          Mxfp4ToBf16(codes + g * 16, ExpAdd(scales[g]), lut));
     }
   }
   return true;
@@ -189,15 +190,22 @@ void GemvFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y
     const float* srow = scales + ((w.row0 + r) / kFp8Block) * w.scale_stride;
     size_t t = 0;
     for (; t + 4 <= m; t += 4)
-      Fp8RowDot<4>(xb + t * ldxb, ldxb, codes, srow, w.col0, w.k, y + t * ldy + r, ldy,
-                   accumulate, sub_lut);
+      Fp8RowDot<4>(xb + t * ldxb, ldxb, codes, srow, w.col0, w.k, y + t * ldy + r, ldy, accumulate,
+                   sub_lut);
     const bf16* xt = xb + t * ldxb;
     float* yt = y + t * ldy + r;
     switch (m - t) {
-      case 3: Fp8RowDot<3>(xt, ldxb, codes, srow, w.col0, w.k, yt, ldy, accumulate, sub_lut); break;
-      case 2: Fp8RowDot<2>(xt, ldxb, codes, srow, w.col0, w.k, yt, ldy, accumulate, sub_lut); break;
-      case 1: Fp8RowDot<1>(xt, ldxb, codes, srow, w.col0, w.k, yt, ldy, accumulate, sub_lut); break;
-      default: break;
+      case 3:
+        Fp8RowDot<3>(xt, ldxb, codes, srow, w.col0, w.k, yt, ldy, accumulate, sub_lut);
+        break;
+      case 2:
+        Fp8RowDot<2>(xt, ldxb, codes, srow, w.col0, w.k, yt, ldy, accumulate, sub_lut);
+        break;
+      case 1:
+        Fp8RowDot<1>(xt, ldxb, codes, srow, w.col0, w.k, yt, ldy, accumulate, sub_lut);
+        break;
+      default:
+        break;
     }
   }
 }
@@ -214,10 +222,17 @@ void GemvMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float*
     const bf16* xt = xb + t * ldxb;
     float* yt = y + t * ldy + r;
     switch (m - t) {
-      case 3: Mxfp4RowDot<3>(xt, ldxb, codes, sc, w.k, yt, ldy, accumulate, lut); break;
-      case 2: Mxfp4RowDot<2>(xt, ldxb, codes, sc, w.k, yt, ldy, accumulate, lut); break;
-      case 1: Mxfp4RowDot<1>(xt, ldxb, codes, sc, w.k, yt, ldy, accumulate, lut); break;
-      default: break;
+      case 3:
+        Mxfp4RowDot<3>(xt, ldxb, codes, sc, w.k, yt, ldy, accumulate, lut);
+        break;
+      case 2:
+        Mxfp4RowDot<2>(xt, ldxb, codes, sc, w.k, yt, ldy, accumulate, lut);
+        break;
+      case 1:
+        Mxfp4RowDot<1>(xt, ldxb, codes, sc, w.k, yt, ldy, accumulate, lut);
+        break;
+      default:
+        break;
     }
   }
 }

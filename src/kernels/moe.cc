@@ -115,6 +115,7 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
     if (hidden == 0) {
       hidden = e.w1.cols, inter = e.w1.rows, dt1 = e.w1.dtype, dt2 = e.w2.dtype;
     }
+    CheckWeight(e.w1), CheckWeight(e.w3), CheckWeight(e.w2);
     MOESERVE_CHECK(e.w1.cols == hidden && e.w1.rows == inter && e.w3.rows == inter &&
                        e.w3.cols == hidden && e.w2.rows == hidden && e.w2.cols == inter &&
                        e.w1.dtype == dt1 && e.w3.dtype == dt1 && e.w2.dtype == dt2 &&

@@ -61,14 +61,22 @@ uint8_t FloatToE2M1(float f) {
   const float a = std::fabs(f);
   if (std::isnan(f)) return 7;
   uint8_t c;
-  if (a <= 0.25f) c = 0;
-  else if (a < 0.75f) c = 1;
-  else if (a <= 1.25f) c = 2;
-  else if (a < 1.75f) c = 3;
-  else if (a <= 2.5f) c = 4;
-  else if (a < 3.5f) c = 5;
-  else if (a <= 5.0f) c = 6;
-  else c = 7;
+  if (a <= 0.25f)
+    c = 0;
+  else if (a < 0.75f)
+    c = 1;
+  else if (a <= 1.25f)
+    c = 2;
+  else if (a < 1.75f)
+    c = 3;
+  else if (a <= 2.5f)
+    c = 4;
+  else if (a < 3.5f)
+    c = 5;
+  else if (a <= 5.0f)
+    c = 6;
+  else
+    c = 7;
   return sign | c;
 }
 
@@ -136,8 +144,8 @@ void DequantizeRow(const WeightMatrix& w, size_t row, size_t c0, size_t n, float
       return;
     case WeightFormat::kFp8Block: {
       const uint8_t* p = static_cast<const uint8_t*>(w.data) + row * w.row_stride;
-      const float* s = static_cast<const float*>(w.scales) +
-                       ((w.row0 + row) / kFp8Block) * w.scale_stride;
+      const float* s =
+          static_cast<const float*>(w.scales) + ((w.row0 + row) / kFp8Block) * w.scale_stride;
       for (size_t i = 0; i < n; ++i) {
         const size_t c = c0 + i;
         out[i] = E4M3ToFloat(p[c]) * s[(w.col0 + c) / kFp8Block];

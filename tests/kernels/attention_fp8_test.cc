@@ -23,7 +23,7 @@ using testing::RandomF32;
 
 TEST(KvFp8, BlockLayoutAndRowQuantizer) {
   EXPECT_EQ(KvBlockBytesFp8(16, 8, 128), 16u * 8 * (128 + 4));  // 132 bytes per token and head
-  EXPECT_EQ(KvScaleOffsetFp8(3, 1, 5), 16u);                     // 15 code bytes padded to 16
+  EXPECT_EQ(KvScaleOffsetFp8(3, 1, 5), 16u);                    // 15 code bytes padded to 16
   EXPECT_EQ(KvBlockBytesFp8(3, 1, 5), 16u + 12);
   const size_t heads = 3, d = 10, bs = 4;
   std::mt19937 rng(2);
@@ -138,8 +138,8 @@ void CheckFp8(const AttentionShape& s, const std::vector<size_t>& q_lens,
       // As the bf16 test: K/V dequantize to the same f32 values in every path (one f32 product
       // each); what differs is f32 summation order and the vector exp. |V| <= 1, so outputs are
       // O(1) and 2e-5 absolute is > 20x that, far below a wrong key, scale or mask.
-      ASSERT_NEAR(got[i], ref[i], 2e-5f) << "at " << i / ldo << "," << i % ldo << " "
-                                         << IsaName(isa);
+      ASSERT_NEAR(got[i], ref[i], 2e-5f)
+          << "at " << i / ldo << "," << i % ldo << " " << IsaName(isa);
   }
 }
 

@@ -108,12 +108,12 @@ TEST(QuantizeMxfp4, SharedExponentRuleAndNibbleOrder) {
   EXPECT_EQ(sc[0], 127);
   EXPECT_EQ(sc[1], 127);
   EXPECT_EQ(sc[2], 125);
-  EXPECT_EQ(sc[3], 127);  // amax 0 → exponent 0
-  EXPECT_EQ(packed[0], 0x7 | (0x9 << 4));  // 6, −0.5: element 0 low nibble, 1 high
-  EXPECT_EQ(packed[1], 0x2 | (0x0 << 4));  // 1.25 → 1 (tie to even), 0.2 → 0
-  EXPECT_EQ(packed[16], 0x7 | (0xd << 4)); // 7 → 6 (saturated), −2.9 → −3
-  EXPECT_EQ(packed[32], 0x6 | (0x2 << 4)); // 4, 1
-  EXPECT_EQ(packed[33] & 0xf, 0x8);        // −0
+  EXPECT_EQ(sc[3], 127);                    // amax 0 → exponent 0
+  EXPECT_EQ(packed[0], 0x7 | (0x9 << 4));   // 6, −0.5: element 0 low nibble, 1 high
+  EXPECT_EQ(packed[1], 0x2 | (0x0 << 4));   // 1.25 → 1 (tie to even), 0.2 → 0
+  EXPECT_EQ(packed[16], 0x7 | (0xd << 4));  // 7 → 6 (saturated), −2.9 → −3
+  EXPECT_EQ(packed[32], 0x6 | (0x2 << 4));  // 4, 1
+  EXPECT_EQ(packed[33] & 0xf, 0x8);         // −0
   // Extremes of the clamp: tiny amax clamps at −127, huge stays in range.
   std::vector<float> t(32, 0.0f);
   t[0] = std::ldexp(1.0f, -140);
@@ -147,8 +147,16 @@ QuantWeight MakeFp8(size_t full_rows, size_t full_cols, size_t row0, size_t col0
   }
   const size_t sr = (full_rows + 127) / 128, sc = (full_cols + 127) / 128;
   q.scales_f32 = RandomF32(sr * sc, rng, 1e-4f, 1e-2f);
-  q.view = {DType::kF8E4M3, q.codes.data() + row0 * full_cols + col0, rows, cols, full_cols,
-            WeightFormat::kFp8Block, q.scales_f32.data(), sc, row0, col0};
+  q.view = {DType::kF8E4M3,
+            q.codes.data() + row0 * full_cols + col0,
+            rows,
+            cols,
+            full_cols,
+            WeightFormat::kFp8Block,
+            q.scales_f32.data(),
+            sc,
+            row0,
+            col0};
   return q;
 }
 
@@ -163,8 +171,14 @@ QuantWeight MakeMxfp4(size_t full_rows, size_t full_cols, size_t row0, size_t co
   q.scales_u8.resize(full_rows * full_cols / 32);
   for (uint8_t& s : q.scales_u8) s = static_cast<uint8_t>(lo + rng() % (hi - lo + 1));
   const size_t gs = full_cols / 32;
-  q.view = {DType::kU8, q.codes.data() + row0 * full_cols / 2 + col0 / 2, rows, cols,
-            full_cols / 2, WeightFormat::kMxfp4, q.scales_u8.data() + row0 * gs + col0 / 32, gs};
+  q.view = {DType::kU8,
+            q.codes.data() + row0 * full_cols / 2 + col0 / 2,
+            rows,
+            cols,
+            full_cols / 2,
+            WeightFormat::kMxfp4,
+            q.scales_u8.data() + row0 * gs + col0 / 32,
+            gs};
   return q;
 }
 
@@ -280,19 +294,19 @@ TEST(QuantMoe, Fp8AndMxfp4ExpertsMatchReferenceEveryIsa) {
       std::vector<float> wts = RandomF32(tokens * k, rng, 0.1f, 1.0f);
       for (size_t i = 0; i < tokens; ++i) {
         idx[i * k] = static_cast<int32_t>(rng() % num_experts);
-        idx[i * k + 1] = static_cast<int32_t>((idx[i * k] + 1 + rng() % (num_experts - 1)) %
-                                              num_experts);
+        idx[i * k + 1] =
+            static_cast<int32_t>((idx[i * k] + 1 + rng() % (num_experts - 1)) % num_experts);
       }
       std::vector<float> ref(tokens * hidden);
-      MoeExpertsReference(x.data(), hidden, tokens, idx.data(), wts.data(), k, experts,
-                          ref.data(), hidden);
+      MoeExpertsReference(x.data(), hidden, tokens, idx.data(), wts.data(), k, experts, ref.data(),
+                          hidden);
       double scale = 0;
       for (float v : ref) scale = std::max(scale, double{std::fabs(v)});
       for (Isa isa : AvailableIsas()) {
         IsaScope scope(isa);
         std::vector<float> got(tokens * hidden);
-        MoeExperts(x.data(), hidden, tokens, idx.data(), wts.data(), k, experts, got.data(),
-                   hidden, pool);
+        MoeExperts(x.data(), hidden, tokens, idx.data(), wts.data(), k, experts, got.data(), hidden,
+                   pool);
         // The activation is recomputed from slightly different gate/up sums and rounded to bf16
         // before w2, so one bf16 rounding flip (2^-8 relative) of an activation can propagate:
         // tolerance 2^-7 of the output's scale.

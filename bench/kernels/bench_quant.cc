@@ -1,0 +1,244 @@
+// bench_quant: MatMul / MoeExperts on FP8-block and MXFP4 weights and attention over an FP8 KV
+// cache, on the MiniMax-M2.1 shapes, beside this machine's measured roofline. Bandwidth figures
+// count the bytes actually read (codes + scales, or K/V codes + scales). Median of the runs.
+//   bench_quant [--runs N] [--threads N] [--quick]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/matmul.h"
+#include "kernels/moe.h"
+#include "kernels/quant.h"
+#include "kernels/roofline.h"
+#include "runtime/cpu_features.h"
+#include "runtime/thread_pool.h"
+
+namespace moeserve::kernels {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Timing {
+  double median_s, best_s;
+};
+
+template <typename Fn>
+Timing Time(int runs, const Fn& fn) {
+  fn(0);  // warm-up
+  std::vector<double> t;
+  for (int r = 0; r < runs; ++r) {
+    const double t0 = Now();
+    fn(r + 1);
+    t.push_back(Now() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t[0]};
+}
+
+// A quantized weight with random codes (finite e4m3 / any e2m1) and realistic scales.
+struct QWeight {
+  std::vector<uint8_t> codes, scales_u8;
+  std::vector<float> scales_f32;
+  WeightMatrix view;
+  size_t bytes = 0;  // codes + scales read by one MatMul
+};
+
+QWeight MakeWeight(WeightFormat fmt, size_t rows, size_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  QWeight q;
+  if (fmt == WeightFormat::kFp8Block) {
+    q.codes.resize(rows * cols);
+    for (uint8_t& c : q.codes) c = static_cast<uint8_t>(rng() % 0x7f) | (rng() & 0x80);
+    const size_t sr = (rows + 127) / 128, sc = (cols + 127) / 128;
+    q.scales_f32.resize(sr * sc);
+    for (float& s : q.scales_f32) s = 1e-4f * (1 + rng() % 100);
+    q.view = {DType::kF8E4M3, q.codes.data(), rows, cols, cols, fmt, q.scales_f32.data(), sc};
+    q.bytes = rows * cols + sr * sc * 4;
+  } else {
+    q.codes.resize(rows * cols / 2);
+    for (uint8_t& c : q.codes) c = static_cast<uint8_t>(rng());
+    q.scales_u8.resize(rows * cols / 32);
+    for (uint8_t& s : q.scales_u8) s = static_cast<uint8_t>(117 + rng() % 8);
+    q.view = {DType::kU8, q.codes.data(), rows, cols, cols / 2, fmt, q.scales_u8.data(), cols / 32};
+    q.bytes = rows * cols / 2 + rows * cols / 32;
+  }
+  return q;
+}
+
+const char* FormatName(WeightFormat f) {
+  return f == WeightFormat::kFp8Block ? "fp8-block" : "mxfp4";
+}
+
+struct Shape {
+  const char* name;
+  size_t rows, cols;
+};
+
+void BenchAttention(const Roofline& roof, ThreadPool& pool, int runs, bool fp8) {
+  // Decode: 8 sequences × 4096 cached tokens, one rank of MiniMax-M2.1 at tp=1 (48 q heads,
+  // 8 kv heads, head_dim 128), block 16. K+V bytes: 134 MB bf16, 69 MB fp8: beyond the LLC.
+  const AttentionShape s{48, 8, 128, 16, 1 / std::sqrt(128.0f)};
+  const size_t seqs = 8, ctx = 4096, blocks_per = ctx / s.block_size, blocks = seqs * blocks_per;
+  const size_t elems = s.block_size * s.num_kv_heads * s.head_dim;
+  const size_t block_bytes =
+      fp8 ? KvBlockBytesFp8(s.block_size, s.num_kv_heads, s.head_dim) : elems * 2;
+  std::vector<uint8_t> pool_k(blocks * block_bytes), pool_v(blocks * block_bytes);
+  std::mt19937 rng(9);
+  if (fp8) {
+    std::vector<float> row(s.num_kv_heads * s.head_dim);
+    for (size_t b = 0; b < blocks; ++b)
+      for (size_t r = 0; r < s.block_size; ++r)
+        for (auto* pool_ptr : {&pool_k, &pool_v}) {
+          for (float& v : row) v = (static_cast<int>(rng() % 2001) - 1000) * 1e-3f;
+          WriteKvRowFp8(row.data(), s.num_kv_heads, s.head_dim, s.block_size, r,
+                        pool_ptr->data() + b * block_bytes);
+        }
+  } else {
+    for (size_t i = 0; i < blocks * elems; ++i) {
+      const bf16 k = F32ToBf16((static_cast<int>(rng() % 2001) - 1000) * 1e-3f);
+      std::memcpy(pool_k.data() + 2 * i, &k, 2);
+      std::memcpy(pool_v.data() + 2 * i, &k, 2);
+    }
+  }
+  std::vector<size_t> order(blocks);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<const uint8_t*> k8(blocks), v8(blocks);
+  std::vector<const bf16*> k16(blocks), v16(blocks);
+  for (size_t i = 0; i < blocks; ++i) {
+    k8[i] = pool_k.data() + order[i] * block_bytes;
+    v8[i] = pool_v.data() + order[i] * block_bytes;
+    k16[i] = reinterpret_cast<const bf16*>(k8[i]);
+    v16[i] = reinterpret_cast<const bf16*>(v8[i]);
+  }
+  std::vector<AttentionSeqFp8> sq8;
+  std::vector<AttentionSeq> sq16;
+  for (size_t i = 0; i < seqs; ++i) {
+    sq8.push_back({i, 1, ctx, k8.data() + i * blocks_per, v8.data() + i * blocks_per});
+    sq16.push_back({i, 1, ctx, k16.data() + i * blocks_per, v16.data() + i * blocks_per});
+  }
+  const size_t width = s.num_heads * s.head_dim;
+  std::vector<float> q(seqs * width, 0.01f), out(seqs * width);
+  const Timing tm = Time(runs, [&](int) {
+    if (fp8)
+      AttentionFp8(q.data(), width, sq8, s, out.data(), width, pool);
+    else
+      Attention(q.data(), width, sq16, s, out.data(), width, pool);
+  });
+  const double bytes = 2.0 * blocks * block_bytes;
+  const double gbps = bytes / tm.median_s / 1e9, best = bytes / tm.best_s / 1e9;
+  std::printf(
+      "  %-4s KV: 8 seqs x %zu tokens  %8.2f ms  %6.1f GB/s = %3.0f%% of read roofline "
+      "(best run %.1f GB/s = %.0f%%)  [%.0f MB K+V]\n",
+      fp8 ? "fp8" : "bf16", ctx, tm.median_s * 1e3, gbps, 100 * gbps / roof.read_gbps, best,
+      100 * best / roof.read_gbps, bytes / 1e6);
+}
+
+}  // namespace
+
+int Main(int argc, char** argv) {
+  int runs = 11;
+  size_t threads = 0;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--runs") && i + 1 < argc)
+      runs = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
+  }
+  runs = std::max(runs, 5);
+  ThreadPool pool(threads);
+  std::printf("isa %s, %zu threads, median of %d runs\n", IsaName(BestIsa()).c_str(),
+              pool.num_threads(), runs);
+  const Roofline roof = MeasureRoofline(pool);
+  std::printf("roofline: read %.1f GB/s, bf16 dot %.0f GFLOP/s, f32 FMA %.0f GFLOP/s\n\n",
+              roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops);
+  const Shape shapes[] = {{"expert w1", 1536, 3072}, {"expert w2", 3072, 1536}};
+  std::mt19937 rng(1);
+  std::vector<float> x(512 * 3072), y(512 * 3072);
+  for (float& v : x) v = (static_cast<int>(rng() % 2001) - 1000) * 1e-3f;
+
+  for (WeightFormat fmt : {WeightFormat::kFp8Block, WeightFormat::kMxfp4}) {
+    std::printf("GEMV m=1, %s (weights cycled through > 4x LLC so every byte comes from DRAM)\n",
+                FormatName(fmt));
+    for (const Shape& s : shapes) {
+      const size_t one = MakeWeight(fmt, 128, s.cols, 0).bytes * s.rows / 128;
+      const size_t copies = std::max<size_t>(2, (160u << 20) / one);
+      std::vector<QWeight> w;
+      for (size_t c = 0; c < copies; ++c) w.push_back(MakeWeight(fmt, s.rows, s.cols, c + 1));
+      const Timing tm = Time(runs * 4, [&](int r) {
+        MatMul(x.data(), s.cols, 1, w[r % copies].view, y.data(), s.rows, pool);
+      });
+      const double bytes = w[0].bytes;
+      const double gbps = bytes / tm.median_s / 1e9, best = bytes / tm.best_s / 1e9;
+      std::printf(
+          "  %-10s [%5zu,%5zu] %8.1f us  %6.1f GB/s = %3.0f%% of read roofline "
+          "(best run %.1f GB/s = %.0f%%)\n",
+          s.name, s.rows, s.cols, tm.median_s * 1e6, gbps, 100 * gbps / roof.read_gbps, best,
+          100 * best / roof.read_gbps);
+    }
+    const size_t m = 512;
+    std::printf("GEMM m=%zu, %s\n", m, FormatName(fmt));
+    for (const Shape& s : shapes) {
+      const QWeight w = MakeWeight(fmt, s.rows, s.cols, 7);
+      const Timing tm = Time(std::max(runs / 2, 5), [&](int) {
+        MatMul(x.data(), s.cols, m, w.view, y.data(), s.rows, pool);
+      });
+      const double flop = 2.0 * m * s.rows * s.cols;
+      const double gflops = flop / tm.median_s / 1e9, best = flop / tm.best_s / 1e9;
+      const double peak = roof.bf16_fma_gflops > 0 ? roof.bf16_fma_gflops : 1e30;
+      std::printf(
+          "  %-10s [%5zu,%5zu] %8.2f ms  %6.1f GFLOP/s = %3.0f%% of bf16 peak "
+          "(best run %.1f = %.0f%%)\n",
+          s.name, s.rows, s.cols, tm.median_s * 1e3, gflops, 100 * gflops / peak, best,
+          100 * best / peak);
+    }
+    // MoE decode: 32 experts, top-8 per token (every call reads 24 new matrices).
+    if (!quick) {
+      const size_t E = 32, H = 3072, I = 1536, K = 8;
+      std::vector<QWeight> store;
+      store.reserve(3 * E);
+      std::vector<ExpertWeights> ex(E);
+      for (size_t e = 0; e < E; ++e) {
+        store.push_back(MakeWeight(fmt, I, H, 3 * e + 1));
+        ex[e].w1 = store.back().view;
+        store.push_back(MakeWeight(fmt, I, H, 3 * e + 2));
+        ex[e].w3 = store.back().view;
+        store.push_back(MakeWeight(fmt, H, I, 3 * e + 3));
+        ex[e].w2 = store.back().view;
+      }
+      std::vector<int32_t> idx(K);
+      std::vector<float> wts(K, 1.0f / K);
+      const Timing tm = Time(runs * 2, [&](int r) {
+        for (size_t j = 0; j < K; ++j) idx[j] = static_cast<int32_t>((r * K + j) % E);
+        MoeExperts(x.data(), H, 1, idx.data(), wts.data(), K, ex, y.data(), H, pool);
+      });
+      const double bytes = K * (2.0 * store[0].bytes + store[2].bytes);
+      const double gbps = bytes / tm.median_s / 1e9;
+      std::printf("MoeExperts decode %s (1 token, top-%zu of %zu) %.3f ms  %.1f GB/s = %.0f%%\n",
+                  FormatName(fmt), K, E, tm.median_s * 1e3, gbps, 100 * gbps / roof.read_gbps);
+    }
+    std::printf("\n");
+  }
+  std::printf("Attention decode (48 q / 8 kv heads, head_dim 128, block 16)\n");
+  BenchAttention(roof, pool, runs, false);
+  BenchAttention(roof, pool, runs, true);
+  return 0;
+}
+
+}  // namespace moeserve::kernels
+
+int main(int argc, char** argv) {
+  return moeserve::kernels::Main(argc, argv);
+}
