@@ -153,12 +153,42 @@ void Mxfp4RowDot(const bf16* xb, size_t ldxb, const uint8_t* codes, const uint8_
   __m512 acc0[M], acc1[M];
   for (int t = 0; t < M; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
   const size_t groups = k / 32;
-  size_t g = 0;
-  for (; g + 2 <= groups; g += 2) {
-    Mxfp4Group<M>(xb, ldxb, codes, scales[g], g, acc0, lut);
-    Mxfp4Group<M>(xb, ldxb, codes, scales[g + 1], g + 1, acc1, lut);
+  // Chunks of up to 32 groups: their exponent increments computed and range-checked with a few
+  // vector instructions, so the inner loop only broadcasts a 16-bit value from memory per group
+  // (a scalar chain per group made the decode-bound single-core GEMV ~30% slower).
+  alignas(64) int16_t exp_add[32];
+  for (size_t c0 = 0; c0 < groups; c0 += 32) {
+    const size_t n = groups - c0 < 32 ? groups - c0 : 32;
+    const __mmask32 mask = TailMask32(n);
+    const __m512i s = _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(mask, scales + c0));
+    const __mmask32 bad = _mm512_mask_cmpgt_epu16_mask(
+        mask, _mm512_sub_epi16(s, _mm512_set1_epi16(2)), _mm512_set1_epi16(250));
+    if (bad) {
+      for (size_t g = c0; g < c0 + n; ++g)
+        Mxfp4Group<M>(xb, ldxb, codes, scales[g], g, (g & 1) ? acc1 : acc0, lut);
+      continue;
+    }
+    _mm512_store_si512(exp_add, _mm512_slli_epi16(_mm512_sub_epi16(s, _mm512_set1_epi16(127)), 7));
+    size_t i = 0;
+    for (; i + 2 <= n; i += 2) {
+      const size_t g = c0 + i;
+      const __m512i w0 = Mxfp4ToBf16(codes + g * 16, _mm512_set1_epi16(exp_add[i]), lut);
+      const __m512i w1 = Mxfp4ToBf16(codes + g * 16 + 16, _mm512_set1_epi16(exp_add[i + 1]), lut);
+      for (int t = 0; t < M; ++t) {
+        acc0[t] =
+            _mm512_dpbf16_ps(acc0[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + g * 32)), AsBh(w0));
+        acc1[t] = _mm512_dpbf16_ps(acc1[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + g * 32 + 32)),
+                                   AsBh(w1));
+      }
+    }
+    if (i < n) {
+      const size_t g = c0 + i;
+      const __m512i w0 = Mxfp4ToBf16(codes + g * 16, _mm512_set1_epi16(exp_add[i]), lut);
+      for (int t = 0; t < M; ++t)
+        acc0[t] =
+            _mm512_dpbf16_ps(acc0[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + g * 32)), AsBh(w0));
+    }
   }
-  if (g < groups) Mxfp4Group<M>(xb, ldxb, codes, scales[g], g, acc0, lut);
   for (int t = 0; t < M; ++t) acc0[t] = _mm512_add_ps(acc0[t], acc1[t]);
   StoreSums<M>(acc0, y, ldy, accumulate);
 }
