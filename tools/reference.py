@@ -35,6 +35,7 @@ Greedy decoding: argmax with ties to the lowest token id.
 """
 
 import argparse
+import fnmatch
 import json
 import math
 import os
@@ -59,6 +60,80 @@ def stable_topk(scores, k):
     """Indices of the k largest scores per row; ties toward the lower index (see module doc)."""
     order = torch.sort(-scores, dim=-1, stable=True).indices
     return order[..., :k]
+
+
+class QuantScheme:
+    """config.json's quantization_config: which linear modules hold quantized weights, and how.
+
+    fp8 (MiniMax-M2's release): `modules_to_not_convert` entries name a module or a dotted part
+    of its name ("gate" skips "model.layers.0.block_sparse_moe.gate", not "...gate_proj").
+    quark (AMD's MXFP4 export): `exclude` entries are fnmatch globs over module names.
+    Only linear layers are ever quantized; embeddings, norms, router gates and biases are read as
+    floats whatever the lists say.
+    """
+
+    def __init__(self, q):
+        self.method = q.get("quant_method")
+        if self.method == "fp8":
+            if q.get("weight_block_size") != [128, 128]:
+                raise ValueError(f"quantization_config.weight_block_size {q.get('weight_block_size')}"
+                                 " is not [128, 128]")
+            if q.get("fmt", "float8_e4m3fn") not in ("float8_e4m3fn", "e4m3"):
+                raise ValueError(f"quantization_config.fmt {q.get('fmt')} is not float8_e4m3fn")
+            self.skip = list(q.get("modules_to_not_convert") or [])
+        elif self.method == "quark":
+            w = (q.get("global_quant_config") or {}).get("weight") or {}
+            want = {"dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0"}
+            for k, v in want.items():
+                if w.get(k) != v:
+                    raise ValueError(f"quantization_config.global_quant_config.weight.{k} is "
+                                     f"{w.get(k)!r}, only {v!r} is supported")
+            if q.get("layer_quant_config"):
+                raise ValueError("quantization_config.layer_quant_config overrides are not supported")
+            self.skip = list(q.get("exclude") or [])
+        else:
+            raise ValueError(f"quantization_config.quant_method {self.method!r} is not supported")
+
+    def quantized(self, module):
+        if self.method == "fp8":
+            parts = module.split(".")
+            return not any(e == module or e in [".".join(parts[i:j]) for i in range(len(parts))
+                                               for j in range(i + 1, len(parts) + 1)]
+                           for e in self.skip)
+        return not any(fnmatch.fnmatchcase(module, e) for e in self.skip)
+
+
+def _e4m3_table():
+    vals = []
+    for c in range(256):
+        e, m = (c >> 3) & 15, c & 7
+        v = m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+        vals.append(float("nan") if (c & 0x7F) == 0x7F else (-v if c & 0x80 else v))
+    return torch.tensor(vals, dtype=torch.float32)  # every value exact in f32
+
+
+E4M3 = _e4m3_table()
+E2M1 = torch.tensor([0, .5, 1, 1.5, 2, 3, 4, 6, -0.0, -.5, -1, -1.5, -2, -3, -4, -6], dtype=torch.float32)
+
+
+def dequant_fp8_block(codes, scale_inv):
+    """W[i, j] = e4m3(codes[i, j]) * scale_inv[i // 128, j // 128]: one f32 multiplication."""
+    out, inn = codes.shape
+    s = scale_inv.repeat_interleave(128, 0).repeat_interleave(128, 1)[:out, :inn]
+    return E4M3[codes.long()] * s
+
+
+def dequant_mxfp4(packed, scales):
+    """W[i, j] = e2m1(nibble j of row i) * 2^(scales[i, j // 32] - 127): exact in f32."""
+    if bool((scales == 255).any()):
+        raise ValueError("e8m0 scale 255 (NaN)")
+    p = packed.long()
+    codes = torch.stack([p & 15, p >> 4], dim=-1).reshape(p.shape[0], -1)  # element 2i = low nibble
+    # 2^(s - 127) built from its f32 bits (s << 23; s = 0 is the subnormal 2^-127 = 0x00400000),
+    # so no pow() rounding can creep in; e2m1 * 2^k is then one exact f32 multiplication.
+    bits = torch.where(scales == 0, torch.tensor(0x00400000), scales.long() << 23).to(torch.int32)
+    scale = bits.view(torch.float32).repeat_interleave(32, 1)
+    return E2M1[codes] * scale
 
 
 def argmax_lowest(row):
@@ -122,6 +197,8 @@ class Model:
         with open(os.path.join(folder, "config.json")) as f:
             self.cfg = Config(json.load(f))
         self.ckpt = st_io.Checkpoint(folder)
+        q = self.cfg.raw.get("quantization_config")
+        self.quant = QuantScheme(q) if q else None
         self.dtype = torch.bfloat16 if numerics == "bf16" else torch.float32
         self.trace = None  # dict name -> tensor while tracing (see --dump-dir)
         self._load()
@@ -138,6 +215,32 @@ class Model:
         self.used.add(name)
         return t.to(dtype or self.dtype)
 
+    def _raw(self, name, dtype, shape):
+        if name not in self.ckpt.where:
+            raise KeyError(f"checkpoint lacks {name}")
+        found = self.ckpt.info(name)
+        if found != (dtype, tuple(shape)):
+            raise ValueError(f"{name}: {found[0]} {list(found[1])}, expected {dtype} {list(shape)}")
+        self.used.add(name)
+        return self.ckpt.get(name)
+
+    def _linear(self, name, shape):
+        """A linear weight [out, in]; quantized ones are dequantized exactly to f32 first."""
+        module = name[:-len(".weight")]
+        if self.quant is None or not self.quant.quantized(module):
+            return self._get(name, shape)
+        out, inn = shape
+        if self.quant.method == "fp8":
+            w = dequant_fp8_block(self._raw(name, "F8_E4M3", shape),
+                                  self._raw(module + ".weight_scale_inv", "F32",
+                                            (-(-out // 128), -(-inn // 128))))
+        else:
+            if inn % 32:
+                raise ValueError(f"{name}: MXFP4 input dim {inn} is not a multiple of 32")
+            w = dequant_mxfp4(self._raw(name, "U8", (out, inn // 2)),
+                              self._raw(module + ".weight_scale", "U8", (out, inn // 32)))
+        return w.to(self.dtype)
+
     def _load(self):
         c, self.used = self.cfg, set()
         H, hd = c.hidden, c.head_dim
@@ -145,7 +248,7 @@ class Model:
         self.embed = self._get("model.embed_tokens.weight", (c.vocab, H))
         self.norm = self._get("model.norm.weight", (H,))
         if "lm_head.weight" in self.ckpt.where or not c.tie:
-            self.lm_head = self._get("lm_head.weight", (c.vocab, H))
+            self.lm_head = self._linear("lm_head.weight", (c.vocab, H))
         else:
             self.lm_head = self.embed
         self.layer_w = []
@@ -153,10 +256,10 @@ class Model:
             p = f"model.layers.{i}."
             L = {"in_norm": self._get(p + "input_layernorm.weight", (H,)),
                  "post_norm": self._get(p + "post_attention_layernorm.weight", (H,)),
-                 "q": self._get(p + "self_attn.q_proj.weight", (qw, H)),
-                 "k": self._get(p + "self_attn.k_proj.weight", (kw, H)),
-                 "v": self._get(p + "self_attn.v_proj.weight", (kw, H)),
-                 "o": self._get(p + "self_attn.o_proj.weight", (H, qw)),
+                 "q": self._linear(p + "self_attn.q_proj.weight", (qw, H)),
+                 "k": self._linear(p + "self_attn.k_proj.weight", (kw, H)),
+                 "v": self._linear(p + "self_attn.v_proj.weight", (kw, H)),
+                 "o": self._linear(p + "self_attn.o_proj.weight", (H, qw)),
                  "q_norm": self._get(p + "self_attn.q_norm.weight", (qw if c.minimax else hd,)),
                  "k_norm": self._get(p + "self_attn.k_norm.weight", (kw if c.minimax else hd,))}
             if c.minimax:
@@ -167,11 +270,11 @@ class Model:
             L["gate"] = self._get(m + "gate.weight", (c.experts, H))
             if c.minimax and c.use_bias:
                 L["bias"] = self._get(m + "e_score_correction_bias", (c.experts,))
-            L["w1"] = [self._get(f"{m}experts.{e}.{names[0]}.weight", (c.inter, H))
+            L["w1"] = [self._linear(f"{m}experts.{e}.{names[0]}.weight", (c.inter, H))
                        for e in range(c.experts)]
-            L["w3"] = [self._get(f"{m}experts.{e}.{names[1]}.weight", (c.inter, H))
+            L["w3"] = [self._linear(f"{m}experts.{e}.{names[1]}.weight", (c.inter, H))
                        for e in range(c.experts)]
-            L["w2"] = [self._get(f"{m}experts.{e}.{names[2]}.weight", (H, c.inter))
+            L["w2"] = [self._linear(f"{m}experts.{e}.{names[2]}.weight", (H, c.inter))
                        for e in range(c.experts)]
             self.layer_w.append(L)
         for name in sorted(set(self.ckpt.keys()) - self.used):

@@ -65,7 +65,8 @@ def plan_layout(specs):
 
 
 def write_streaming(path, specs, produce, metadata=None):
-    """Writes tensors one at a time: produce(name) returns the tensor for that name.
+    """Writes tensors one at a time: produce(name) returns the tensor for that name, or
+    (safetensors dtype, tensor) when the dtype is not torch's (e.g. "F8_E4M3" as uint8).
 
     Lets callers generate multi-GB checkpoints without holding them in memory.
     Returns the total data size in bytes.
@@ -81,8 +82,12 @@ def write_streaming(path, specs, produce, metadata=None):
         f.write(blob)
         for name, begin, end in layout:
             t = produce(name)
-            if (st_dtype(t), tuple(t.shape)) != expected[name]:
-                raise ValueError(f"{name}: produced {st_dtype(t)} {tuple(t.shape)}, "
+            # (dtype, tensor) names a dtype torch cannot hold (F8_E4M3 codes in a uint8 tensor).
+            dtype, t = t if isinstance(t, tuple) else (st_dtype(t), t)
+            if _DTYPES[dtype][1] != t.element_size():
+                raise ValueError(f"{name}: {dtype} produced as {t.dtype}")
+            if (dtype, tuple(t.shape)) != expected[name]:
+                raise ValueError(f"{name}: produced {dtype} {tuple(t.shape)}, "
                                  f"planned {expected[name]}")
             data = _tensor_bytes(t)
             assert len(data) == end - begin
