@@ -21,6 +21,7 @@ struct BenchOptions {
   size_t prompt_len = 512;
   size_t decode_tokens = 32;
   size_t runs = 3;
+  std::string kv_cache_dtype = "auto";
 };
 
 double Median(std::vector<double> v) {
@@ -55,7 +56,9 @@ int RunBench(const BenchOptions& o) {
   const size_t max_len = o.prompt_len + o.decode_tokens + 1;
   std::vector<int32_t> table((max_len + block_size - 1) / block_size);
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
-  cache::KvPool kv(model->kv_layout(), block_size, table.size());
+  model::KvLayout layout = model->kv_layout();
+  layout.dtype = ParseKvCacheDtype(o.kv_cache_dtype);
+  cache::KvPool kv(layout, block_size, table.size());
 
   std::printf("moeserve bench: %s, %zu layers, hidden %zu, %zu experts top-%zu, %zu threads x %d rank(s)\n",
               o.model.model_dir.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_experts,
@@ -119,6 +122,7 @@ CommandRegistration reg{
       auto o = std::make_shared<BenchOptions>();
       AddModelOptions(sub, o->model);
       AddParallelOptions(sub, o->parallel);
+      AddKvCacheDtypeOption(sub, o->kv_cache_dtype);
       sub.add_option("--prompt-len", o->prompt_len, "Prefill length")->capture_default_str();
       sub.add_option("--decode-tokens", o->decode_tokens, "Tokens decoded per run")
           ->capture_default_str();

@@ -20,6 +20,7 @@ struct GenerateOptions {
   engine::SamplingParams params;
   std::string output_format = "text";
   std::string logits_out;
+  std::string kv_cache_dtype = "auto";
 };
 
 // Collects one request's tokens.
@@ -38,17 +39,19 @@ int RunGenerate(GenerateOptions& o) {
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& s : o.prompt_ids) prompts.push_back(ParseIdList(s));
 
+  const DType ec_dtype = ParseKvCacheDtype(o.kv_cache_dtype);
   auto session = ModelSession::Open(o.model, o.parallel);
   if (session->is_worker()) return 0;
   model::Model* model = &session->model();
   const auto& cfg = model->config();
   if (!o.logits_out.empty()) {
-    const auto logits = engine::ComputePromptLogits(*model, prompts);
+    const auto logits = engine::ComputePromptLogits(*model, prompts, ec_dtype);
     WriteNpyF32(o.logits_out, logits.data(), logits.size() / cfg.vocab_size, cfg.vocab_size);
   }
 
   // A cache exactly large enough for every sequence at once: generation never preempts.
   engine::EngineConfig ec;
+  ec.kv_cache_dtype = ec_dtype;
   auto& sc = ec.scheduler;
   sc.eos_token_ids = cfg.eos_token_ids;
   sc.max_model_len = 0;
@@ -91,6 +94,7 @@ CommandRegistration reg{
       o->params.max_tokens = 16;
       AddModelOptions(sub, o->model);
       AddParallelOptions(sub, o->parallel);
+      AddKvCacheDtypeOption(sub, o->kv_cache_dtype);
       sub.add_option("--prompt-ids", o->prompt_ids,
                      "Comma-separated prompt token ids; repeat for several sequences (batched)")
           ->required();

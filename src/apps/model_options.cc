@@ -16,6 +16,19 @@ void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& defau
   app.add_option("--threads", opts.threads, "Worker threads (default: all cores)");
 }
 
+void AddKvCacheDtypeOption(CLI::App& app, std::string& value) {
+  app.add_option("--kv-cache-dtype,--kv_cache_dtype", value,
+                 "KV cache element type: auto (= bf16), bf16, fp8 (e4m3 with a scale per token "
+                 "and kv head: about half the memory per token)")
+      ->capture_default_str();
+}
+
+DType ParseKvCacheDtype(const std::string& value) {
+  if (value == "auto" || value == "bf16" || value == "bfloat16") return DType::kBF16;
+  if (value == "fp8" || value == "fp8_e4m3") return DType::kF8E4M3;
+  Fail("--kv-cache-dtype \"", value, "\" is not supported (auto, bf16, fp8, fp8_e4m3)");
+}
+
 std::vector<int32_t> ParseIdList(const std::string& s) {
   std::vector<int32_t> ids;
   size_t start = 0;

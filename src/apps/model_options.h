@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "core/dtype.h"
+
 namespace moeserve::apps {
 
 struct ModelOptions {
@@ -13,6 +15,11 @@ struct ModelOptions {
 
 // Adds --model and --threads. `default_model` is used when --model is omitted ("" = required).
 void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& default_model = "");
+
+// --kv-cache-dtype / --kv_cache_dtype: auto | bf16 | fp8 | fp8_e4m3 (vLLM's spellings).
+void AddKvCacheDtypeOption(CLI::App& app, std::string& value);
+// The KV element type for an option value; throws moeserve::Error on an unknown one.
+DType ParseKvCacheDtype(const std::string& value);
 
 // Parses "1,2,3" into ids; throws moeserve::Error naming the bad item.
 std::vector<int32_t> ParseIdList(const std::string& s);

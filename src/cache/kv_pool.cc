@@ -2,38 +2,54 @@
 
 #include "core/check.h"
 
-namespace moeserve::cache {
+namespace moeserve {
+
+
+namespace cache {
+namespace {
+constexpr size_t kAlign = 64;
+size_t AlignedBlockBytes(const model::KvLayout& layout, size_t block_size) {
+  return (layout.BlockBytes(block_size) + kAlign - 1) / kAlign * kAlign;
+}
+}  // namespace
 
 KvPool::KvPool(const model::KvLayout& layout, size_t block_size, size_t num_blocks)
     : layout_(layout),
       block_size_(block_size),
       num_blocks_(num_blocks),
-      block_elems_(block_size * layout.num_kv_heads * layout.head_dim) {
+      block_bytes_(AlignedBlockBytes(layout, block_size)) {
   MOESERVE_CHECK(block_size > 0 && num_blocks > 0);
-  const size_t total = layout.num_layers * num_blocks * block_elems_;
+  const size_t total = layout.num_layers * num_blocks * block_bytes_ + kAlign;
   // Default-initialised (not zeroed): pages are touched only when a block is first written.
-  keys_.reset(new bf16[total]);
-  values_.reset(new bf16[total]);
+  keys_.reset(new uint8_t[total]);
+  values_.reset(new uint8_t[total]);
 }
 
-bf16* KvPool::KeyBlock(size_t layer, int32_t block) {
+namespace {
+uint8_t* Align(uint8_t* p) {
+  return reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(p) + kAlign - 1) / kAlign * kAlign);
+}
+}  // namespace
+
+uint8_t* KvPool::KeyBlock(size_t layer, int32_t block) {
   MOESERVE_CHECK(layer < layout_.num_layers && block >= 0 &&
                      static_cast<size_t>(block) < num_blocks_,
                  layer, " ", block);
-  return keys_.get() + (layer * num_blocks_ + static_cast<size_t>(block)) * block_elems_;
+  return Align(keys_.get()) + (layer * num_blocks_ + static_cast<size_t>(block)) * block_bytes_;
 }
 
-bf16* KvPool::ValueBlock(size_t layer, int32_t block) {
+uint8_t* KvPool::ValueBlock(size_t layer, int32_t block) {
   MOESERVE_CHECK(layer < layout_.num_layers && block >= 0 &&
                      static_cast<size_t>(block) < num_blocks_,
                  layer, " ", block);
-  return values_.get() + (layer * num_blocks_ + static_cast<size_t>(block)) * block_elems_;
+  return Align(values_.get()) + (layer * num_blocks_ + static_cast<size_t>(block)) * block_bytes_;
 }
 
-size_t KvPool::BytesPerBlock() const { return block_size_ * layout_.BytesPerToken(); }
+size_t KvPool::BytesPerBlock() const { return 2 * layout_.num_layers * block_bytes_; }
 
 size_t KvPool::BlocksForBytes(const model::KvLayout& layout, size_t block_size, size_t bytes) {
-  return bytes / (block_size * layout.BytesPerToken());
+  return bytes / (2 * layout.num_layers * AlignedBlockBytes(layout, block_size));
 }
 
-}  // namespace moeserve::cache
+}  // namespace cache
+}  // namespace moeserve

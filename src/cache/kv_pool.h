@@ -2,8 +2,8 @@
 // of V for every layer. Which sequence owns which block is the BlockManager's business
 // (block_manager.h); this class only maps (layer, block) to memory.
 //
-// Layout: K and V are separate arrays [num_layers][num_blocks][block_size][kv_heads][head_dim], so
-// a block of one layer is contiguous: attention streams it with unit stride.
+// Layout: K and V are separate arrays [num_layers][num_blocks][block bytes], so a block of one
+// layer is contiguous: attention streams it with unit stride. Blocks are 64-byte aligned.
 #pragma once
 
 #include <cstddef>
@@ -15,12 +15,15 @@ namespace moeserve::cache {
 
 class KvPool final : public model::KvStorage {
  public:
+  // layout.dtype (bf16 or fp8 e4m3) decides the block format.
   KvPool(const model::KvLayout& layout, size_t block_size, size_t num_blocks);
 
   size_t block_size() const override { return block_size_; }
+  DType dtype() const override { return layout_.dtype; }
   size_t num_blocks() const { return num_blocks_; }
-  bf16* KeyBlock(size_t layer, int32_t block) override;
-  bf16* ValueBlock(size_t layer, int32_t block) override;
+  const model::KvLayout& layout() const { return layout_; }
+  uint8_t* KeyBlock(size_t layer, int32_t block) override;
+  uint8_t* ValueBlock(size_t layer, int32_t block) override;
 
   size_t BytesPerBlock() const;
   // How many blocks fit in `bytes`.
@@ -28,8 +31,8 @@ class KvPool final : public model::KvStorage {
 
  private:
   model::KvLayout layout_;
-  size_t block_size_, num_blocks_, block_elems_;
-  std::unique_ptr<bf16[]> keys_, values_;
+  size_t block_size_, num_blocks_, block_bytes_;
+  std::unique_ptr<uint8_t[]> keys_, values_;
 };
 
 }  // namespace moeserve::cache

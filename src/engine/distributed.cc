@@ -10,10 +10,10 @@ namespace moeserve::engine {
 namespace {
 
 // One step on the wire: a fixed header, then one int64 payload.
-//   header: kind, block_size, num_blocks, num_tokens, num_seqs, payload_len
+//   header: kind, block_size, num_blocks, kv dtype, num_tokens, num_seqs, payload_len
 //   payload: token ids [num_tokens]; per sequence: num_new_tokens, context_len, table_len, table.
 enum : int64_t { kStop = 0, kStep = 1 };
-constexpr size_t kHeaderLen = 6;
+constexpr size_t kHeaderLen = 7;
 
 void SendHeader(dist::Communicator& comm, std::vector<int64_t> header) {
   comm.Broadcast(header.data(), header.size() * sizeof(int64_t), 0);
@@ -24,7 +24,7 @@ void SendHeader(dist::Communicator& comm, std::vector<int64_t> header) {
 StepBroadcaster::StepBroadcaster(std::unique_ptr<model::Model> inner, dist::Communicator& comm)
     : inner_(std::move(inner)), comm_(comm) {}
 
-StepBroadcaster::~StepBroadcaster() { SendHeader(comm_, {kStop, 0, 0, 0, 0, 0}); }
+StepBroadcaster::~StepBroadcaster() { SendHeader(comm_, {kStop, 0, 0, 0, 0, 0, 0}); }
 
 void StepBroadcaster::Forward(const model::Batch& batch, model::KvStorage& kv, float* logits) {
   std::vector<int64_t> payload(batch.token_ids.begin(), batch.token_ids.end());
@@ -38,6 +38,7 @@ void StepBroadcaster::Forward(const model::Batch& batch, model::KvStorage& kv, f
   MOESERVE_CHECK(pool, "distributed steps need a cache::KvPool");
   SendHeader(comm_, {kStep, static_cast<int64_t>(kv.block_size()),
                      static_cast<int64_t>(pool->num_blocks()),
+                     static_cast<int64_t>(pool->dtype()),
                      static_cast<int64_t>(batch.token_ids.size()),
                      static_cast<int64_t>(batch.seqs.size()), static_cast<int64_t>(payload.size())});
   comm_.Broadcast(payload.data(), payload.size() * sizeof(int64_t), 0);
@@ -54,16 +55,21 @@ void RunWorker(model::Model& model, dist::Communicator& comm) {
     MOESERVE_CHECK(header[0] == kStep, "unknown message ", header[0]);
     const auto block_size = static_cast<size_t>(header[1]);
     const auto num_blocks = static_cast<size_t>(header[2]);
-    if (!kv || kv->block_size() != block_size || kv->num_blocks() != num_blocks)
-      kv = std::make_unique<cache::KvPool>(model.kv_layout(), block_size, num_blocks);
-    std::vector<int64_t> payload(static_cast<size_t>(header[5]));
+    const auto dtype = static_cast<DType>(header[3]);
+    if (!kv || kv->block_size() != block_size || kv->num_blocks() != num_blocks ||
+        kv->dtype() != dtype) {
+      model::KvLayout layout = model.kv_layout();
+      layout.dtype = dtype;
+      kv = std::make_unique<cache::KvPool>(layout, block_size, num_blocks);
+    }
+    std::vector<int64_t> payload(static_cast<size_t>(header[6]));
     comm.Broadcast(payload.data(), payload.size() * sizeof(int64_t), 0);
 
     model::Batch batch;
-    const auto num_tokens = static_cast<size_t>(header[3]);
+    const auto num_tokens = static_cast<size_t>(header[4]);
     batch.token_ids.assign(payload.begin(), payload.begin() + num_tokens);
     size_t at = num_tokens;
-    tables.assign(static_cast<size_t>(header[4]), {});
+    tables.assign(static_cast<size_t>(header[5]), {});
     for (auto& table : tables) {
       model::SequenceSlice s;
       s.num_new_tokens = static_cast<size_t>(payload[at++]);

@@ -4,12 +4,19 @@
 #include "core/log.h"
 
 namespace moeserve::engine {
+namespace {
+model::KvLayout WithDtype(model::KvLayout layout, DType dtype) {
+  layout.dtype = dtype;
+  return layout;
+}
+}  // namespace
 
 LLMEngine::LLMEngine(model::Model& model, const EngineConfig& config, model::RunContext ctx)
     : model_(model),
       ctx_(ctx),
       scheduler_(config.scheduler),
-      kv_(model.kv_layout(), config.scheduler.block_size, config.scheduler.num_kv_blocks) {}
+      kv_(WithDtype(model.kv_layout(), config.kv_cache_dtype), config.scheduler.block_size,
+          config.scheduler.num_kv_blocks) {}
 
 LLMEngine::~LLMEngine() = default;
 

@@ -61,6 +61,7 @@ class RequestSink {
 
 struct EngineConfig {
   SchedulerConfig scheduler;
+  DType kv_cache_dtype = DType::kBF16;  // or kF8E4M3 (--kv-cache-dtype fp8)
 };
 
 struct EngineStats {

@@ -5,7 +5,8 @@
 namespace moeserve::engine {
 
 std::vector<float> ComputePromptLogits(model::Model& model,
-                                       const std::vector<std::vector<int32_t>>& prompts) {
+                                       const std::vector<std::vector<int32_t>>& prompts,
+                                       DType kv_dtype) {
   constexpr size_t kBlockSize = 16;
   std::vector<std::vector<int32_t>> tables(prompts.size());
   int32_t next_block = 0;
@@ -18,7 +19,9 @@ std::vector<float> ComputePromptLogits(model::Model& model,
     batch.token_ids.insert(batch.token_ids.end(), prompts[s].begin(), prompts[s].end());
   }
   for (size_t s = 0; s < prompts.size(); ++s) batch.seqs.push_back({prompts[s].size(), 0, tables[s]});
-  cache::KvPool kv(model.kv_layout(), kBlockSize, std::max<int32_t>(next_block, 1));
+  model::KvLayout layout = model.kv_layout();
+  layout.dtype = kv_dtype;
+  cache::KvPool kv(layout, kBlockSize, std::max<int32_t>(next_block, 1));
   std::vector<float> logits(batch.logits_rows.size() * model.config().vocab_size);
   model.Forward(batch, kv, logits.data());
   return logits;

@@ -11,6 +11,7 @@ namespace moeserve::engine {
 
 // Row-major [Σ prompt lengths, vocab]: the prompts' rows in order, all in one forward step.
 std::vector<float> ComputePromptLogits(model::Model& model,
-                                       const std::vector<std::vector<int32_t>>& prompts);
+                                       const std::vector<std::vector<int32_t>>& prompts,
+                                       DType kv_dtype = DType::kBF16);
 
 }  // namespace moeserve::engine

@@ -12,23 +12,33 @@
 
 namespace moeserve::model {
 
+// Shape of the per-rank KV a model needs, for sizing a KvStorage. The model gives the shape;
+// whoever sizes the cache chooses the element type:
+//  - kBF16: a block is [block_size, num_kv_heads, head_dim] bf16;
+//  - kF8E4M3: [block_size, num_kv_heads, head_dim] e4m3 codes, then one f32 scale per (token,
+//    kv head) (kernels/quant.h: KvBlockBytesFp8), about half the bytes.
+struct KvLayout {
+  size_t num_layers = 0;
+  size_t num_kv_heads = 0;  // on this rank
+  size_t head_dim = 0;
+  DType dtype = DType::kBF16;
+
+  // Bytes of one K (or V) block of one layer.
+  size_t BlockBytes(size_t block_size) const;
+  // Bytes of K and V of all layers for one position (block padding aside).
+  size_t BytesPerToken() const;
+};
+
 // The paged KV store the model reads and writes. A block holds `block_size` consecutive positions
-// of one sequence: [block_size, kv_heads_per_rank, head_dim] bf16 for K, the same for V, per layer.
+// of one sequence, laid out as KvLayout says, for K and for V, per layer.
 // Implemented by cache/ (the layer above), so the model knows no allocation policy.
 class KvStorage {
  public:
   virtual ~KvStorage() = default;
   virtual size_t block_size() const = 0;
-  virtual bf16* KeyBlock(size_t layer, int32_t block) = 0;
-  virtual bf16* ValueBlock(size_t layer, int32_t block) = 0;
-};
-
-// Shape of the per-rank KV a model needs, for sizing a KvStorage.
-struct KvLayout {
-  size_t num_layers = 0;
-  size_t num_kv_heads = 0;  // on this rank
-  size_t head_dim = 0;
-  size_t BytesPerToken() const { return num_layers * 2 * num_kv_heads * head_dim * sizeof(bf16); }
+  virtual DType dtype() const = 0;
+  virtual uint8_t* KeyBlock(size_t layer, int32_t block) = 0;
+  virtual uint8_t* ValueBlock(size_t layer, int32_t block) = 0;
 };
 
 struct SequenceSlice {

@@ -57,18 +57,21 @@ def main():
     ap.add_argument("--config", required=True, choices=sorted(CONFIGS))
     ap.add_argument("--tp", type=int, required=True)
     ap.add_argument("--ep", action="store_true", help="--enable-expert-parallel")
+    ap.add_argument("--kv-cache-dtype", default="auto", help="both runs use this KV cache dtype")
     a = ap.parse_args()
 
     model = os.path.join(a.fixtures, "parity_" + a.config)
     if not os.path.exists(os.path.join(model, "config.json")):
         run([PY, os.path.join(ROOT, "tools", "gen_checkpoint.py"), "--out", model]
             + CONFIGS[a.config].split())
-    base_logits = os.path.join(model, "tp1.npy")
-    base = generate(a.moeserve, model, [], base_logits)
-    name = f"{'ep' if a.ep else 'tp'}{a.tp}"
+    kv = ["--kv-cache-dtype", a.kv_cache_dtype]
+    suffix = "" if a.kv_cache_dtype == "auto" else "_" + a.kv_cache_dtype
+    base_logits = os.path.join(model, f"tp1{suffix}.npy")
+    base = generate(a.moeserve, model, kv, base_logits)
+    name = f"{'ep' if a.ep else 'tp'}{a.tp}{suffix}"
     logits = os.path.join(model, name + ".npy")
-    ours = generate(a.moeserve, model, ["-tp", str(a.tp)] + (["--enable-expert-parallel"] if a.ep else []),
-                    logits)
+    ours = generate(a.moeserve, model,
+                    kv + ["-tp", str(a.tp)] + (["--enable-expert-parallel"] if a.ep else []), logits)
     L, R = np.load(logits), np.load(base_logits)
     scale = float(np.abs(R).max())
     max_abs, mean_abs = float(np.abs(L - R).max()), float(np.abs(L - R).mean())

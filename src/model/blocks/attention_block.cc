@@ -6,6 +6,7 @@
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/norm.h"
+#include "kernels/quant.h"
 #include "kernels/rope.h"
 
 namespace moeserve::model {
@@ -90,8 +91,15 @@ void AttentionBlock::WriteKv(const float* k, const float* v, const Batch& batch,
       const size_t pos = s.context_len + i;
       MOESERVE_CHECK(pos / bs < s.block_table.size(), "block table too short: pos ", pos);
       const int32_t block = s.block_table[pos / bs];
-      bf16* kd = kv.KeyBlock(layer, block) + (pos % bs) * kw;
-      bf16* vd = kv.ValueBlock(layer, block) + (pos % bs) * kw;
+      if (kv.dtype() == DType::kF8E4M3) {
+        kernels::WriteKvRowFp8(k + row * kw, local_kv_heads_, config_.head_dim, bs, pos % bs,
+                               kv.KeyBlock(layer, block));
+        kernels::WriteKvRowFp8(v + row * kw, local_kv_heads_, config_.head_dim, bs, pos % bs,
+                               kv.ValueBlock(layer, block));
+        continue;
+      }
+      bf16* kd = reinterpret_cast<bf16*>(kv.KeyBlock(layer, block)) + (pos % bs) * kw;
+      bf16* vd = reinterpret_cast<bf16*>(kv.ValueBlock(layer, block)) + (pos % bs) * kw;
       for (size_t j = 0; j < kw; ++j) {
         kd[j] = F32ToBf16(k[row * kw + j]);
         vd[j] = F32ToBf16(v[row * kw + j]);
@@ -121,8 +129,8 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
   WriteKv(k_.data(), v_.data(), batch, layer, kv);
 
   // Per-sequence views of the cache blocks for this layer.
-  std::vector<std::vector<const bf16*>> k_blocks(batch.seqs.size()), v_blocks(batch.seqs.size());
-  std::vector<kernels::AttentionSeq> seqs(batch.seqs.size());
+  std::vector<std::vector<const uint8_t*>> k_blocks(batch.seqs.size()), v_blocks(batch.seqs.size());
+  std::vector<kernels::AttentionSeqFp8> seqs(batch.seqs.size());
   size_t row = 0;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const SequenceSlice& s = batch.seqs[i];
@@ -137,7 +145,17 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
   }
   const kernels::AttentionShape shape{local_heads_, local_kv_heads_, d, kv.block_size(),
                                       1.0f / std::sqrt(static_cast<float>(d))};
-  kernels::Attention(q_.data(), qw, seqs, shape, attn_.data(), qw, pool);
+  if (kv.dtype() == DType::kF8E4M3) {
+    kernels::AttentionFp8(q_.data(), qw, seqs, shape, attn_.data(), qw, pool);
+  } else {
+    // bf16 blocks: the same block pointers, typed.
+    std::vector<kernels::AttentionSeq> bf16_seqs(seqs.size());
+    for (size_t i = 0; i < seqs.size(); ++i)
+      bf16_seqs[i] = {seqs[i].q_begin, seqs[i].q_len, seqs[i].kv_len,
+                      reinterpret_cast<const bf16* const*>(seqs[i].k_blocks),
+                      reinterpret_cast<const bf16* const*>(seqs[i].v_blocks)};
+    kernels::Attention(q_.data(), qw, bf16_seqs, shape, attn_.data(), qw, pool);
+  }
   kernels::MatMul(attn_.data(), qw, t, wo_, out, h, pool);
   ctx.comm->AllReduceSum(out, t * h);
 }
