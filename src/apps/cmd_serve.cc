@@ -251,7 +251,7 @@ CommandRegistration reg{
                      "auto (from the architecture), minimax_m2, qwen3 or none")
           ->check(CLI::IsMember({"auto", "minimax_m2", "qwen3", "hermes", "none"}))
           ->capture_default_str();
-      sub.add_flag("--enable-auto-tool-choice", "Accepted for vLLM compatibility (always on)");
+      sub.add_flag("--enable-auto-tool-choice")->description("Accepted for vLLM compatibility (always on)");
       sub.add_option("--kv-cache-dtype,--kv_cache_dtype", o->kv_cache_dtype,
                      "KV cache dtype: auto or bf16 (fp8 not supported yet)")
           ->capture_default_str();
@@ -279,8 +279,8 @@ CommandRegistration reg{
       sub.add_option("--drain-timeout", s.drain_timeout_s,
                      "Seconds to let running requests finish on SIGINT/SIGTERM")
           ->capture_default_str();
-      sub.add_flag("--trust-remote-code", "Accepted for vLLM compatibility (no effect)");
-      sub.add_flag("--enforce-eager", "Accepted for vLLM compatibility (no effect)");
+      sub.add_flag("--trust-remote-code")->description("Accepted for vLLM compatibility (no effect)");
+      sub.add_flag("--enforce-eager")->description("Accepted for vLLM compatibility (no effect)");
       // Test-only: answer every request with this file's text instead of running the model.
       sub.add_option("--scripted-output", o->scripted_output)->group("");
       sub.add_option("--scripted-tick-ms", o->scripted_tick_ms)->group("");

@@ -155,6 +155,7 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
   if (top_logprobs && *top_logprobs > 0 && !want_logprobs)
     throw BadRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs");
   const int num_top = static_cast<int>(top_logprobs.value_or(0));
+  const bool as_ids = GetBool(body, "return_tokens_as_token_ids").value_or(false);
   if (want_logprobs) params.logprobs = num_top;
   const bool stream = GetBool(body, "stream").value_or(false);
   bool include_usage = false;
@@ -223,7 +224,7 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
   const auto& tok = ctx.tokenizer;
   // Feeds an update to its choice's parser; returns the delta (tool calls filtered) and appends
   // logprobs entries to `lp`.
-  auto apply = [choices, only_function, &tok, want_logprobs, num_top](ChoiceUpdate& u, Json& lp) {
+  auto apply = [choices, only_function, &tok, want_logprobs, num_top, as_ids](ChoiceUpdate& u, Json& lp) {
     ChatChoice& c = (*choices)[u.choice];
     chat::ParsedDelta d = c.parser->Push(u.text);
     if (u.finished) {
@@ -235,7 +236,7 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
     }
     FilterCalls(c, only_function, d.tool_calls);
     if (want_logprobs)
-      for (const auto& l : u.logprobs) lp.push_back(ChatLogprobEntry(tok, l, num_top));
+      for (const auto& l : u.logprobs) lp.push_back(ChatLogprobEntry(tok, l, num_top, as_ids));
     c.output_tokens = std::max(c.output_tokens, u.output_tokens);
     return d;
   };

@@ -110,6 +110,7 @@ void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib
   if (auto best_of = GetInt(body, "best_of"); best_of && *best_of != params.n)
     throw BadRequest("'best_of' must equal 'n' (no server-side selection)", "best_of");
   const bool echo = GetBool(body, "echo").value_or(false);
+  const bool as_ids = GetBool(body, "return_tokens_as_token_ids").value_or(false);
   const std::optional<int64_t> logprobs = GetInt(body, "logprobs");
   if (logprobs) {
     if (*logprobs < 0 || *logprobs > engine::SamplingParams::kMaxLogprobs)
@@ -136,7 +137,7 @@ void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib
   auto choices = std::make_shared<std::vector<ChoiceState>>(gen->num_choices());
   for (auto& c : *choices)
     if (params.logprobs >= 0)
-      c.logprobs = std::make_unique<CompletionLogprobs>(ctx.tokenizer, params.logprobs);
+      c.logprobs = std::make_unique<CompletionLogprobs>(ctx.tokenizer, params.logprobs, as_ids);
   size_t prompt_tokens = 0;
   for (const Prompt& p : prompts) prompt_tokens += p.ids.size();
 

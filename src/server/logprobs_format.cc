@@ -7,7 +7,8 @@ namespace {
 
 double Finite(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
 
-std::string TokenText(const tokenizer::Tokenizer& tok, int32_t id) {
+std::string TokenText(const tokenizer::Tokenizer& tok, int32_t id, bool as_ids) {
+  if (as_ids) return "token_id:" + std::to_string(id);
   const int32_t ids[1] = {id};
   return tok.Decode(ids, /*skip_special_tokens=*/false);
 }
@@ -21,7 +22,7 @@ Json Bytes(const std::string& s) {
 }  // namespace
 
 void CompletionLogprobs::Add(const std::optional<engine::TokenLogprobs>& lp, int32_t token) {
-  const std::string text = TokenText(tok_, token);
+  const std::string text = TokenText(tok_, token, as_ids_);
   tokens_.push_back(text);
   offsets_.push_back(text_offset_);
   text_offset_ += text.size();
@@ -33,7 +34,7 @@ void CompletionLogprobs::Add(const std::optional<engine::TokenLogprobs>& lp, int
   token_logprobs_.push_back(Finite(lp->logprob));
   Json top = Json::object();
   for (size_t i = 0; i < lp->top.size() && i < static_cast<size_t>(num_top_); ++i)
-    top[TokenText(tok_, lp->top[i].first)] = Finite(lp->top[i].second);
+    top[TokenText(tok_, lp->top[i].first, as_ids_)] = Finite(lp->top[i].second);
   // vLLM lists the sampled token among the top ones even when it is not in the top k.
   if (!top.contains(text)) top[text] = Finite(lp->logprob);
   top_.push_back(std::move(top));
@@ -52,11 +53,11 @@ Json CompletionLogprobs::Take() {
 }
 
 Json ChatLogprobEntry(const tokenizer::Tokenizer& tok, const engine::TokenLogprobs& lp,
-                      int num_top) {
-  const std::string text = TokenText(tok, lp.token);
+                      int num_top, bool as_ids) {
+  const std::string text = TokenText(tok, lp.token, as_ids);
   Json top = Json::array();
   for (size_t i = 0; i < lp.top.size() && i < static_cast<size_t>(num_top); ++i) {
-    const std::string t = TokenText(tok, lp.top[i].first);
+    const std::string t = TokenText(tok, lp.top[i].first, as_ids);
     top.push_back({{"token", t}, {"logprob", Finite(lp.top[i].second)}, {"bytes", Bytes(t)}});
   }
   return {{"token", text},

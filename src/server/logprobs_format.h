@@ -18,7 +18,9 @@ using Json = nlohmann::ordered_json;
 
 class CompletionLogprobs {
  public:
-  CompletionLogprobs(const tokenizer::Tokenizer& tok, int num_top) : tok_(tok), num_top_(num_top) {}
+  // as_ids: token strings are "token_id:N" (vLLM's return_tokens_as_token_ids).
+  CompletionLogprobs(const tokenizer::Tokenizer& tok, int num_top, bool as_ids)
+      : tok_(tok), num_top_(num_top), as_ids_(as_ids) {}
   // Appends entries; `lp` null for the first prompt token (no logprob).
   void Add(const std::optional<engine::TokenLogprobs>& lp, int32_t token);
   // The entries added since the last Take (streaming) or all of them.
@@ -27,6 +29,7 @@ class CompletionLogprobs {
  private:
   const tokenizer::Tokenizer& tok_;
   int num_top_;
+  bool as_ids_;
   size_t text_offset_ = 0;
   Json tokens_ = Json::array(), token_logprobs_ = Json::array(), top_ = Json::array(),
        offsets_ = Json::array();
@@ -34,6 +37,6 @@ class CompletionLogprobs {
 
 // One chat logprobs.content entry.
 Json ChatLogprobEntry(const tokenizer::Tokenizer& tok, const engine::TokenLogprobs& lp,
-                      int num_top);
+                      int num_top, bool as_ids);
 
 }  // namespace moeserve::server

@@ -1,0 +1,110 @@
+// Shared helpers of the server tests: start `moeserve serve` on a free port, wait for /health,
+// a minimal test runner, and SSE/HTTP helpers. Environment (set by CTest):
+//   MOESERVE_BIN      the moeserve binary
+//   MOESERVE_MODEL    the test model folder (tiny random MiniMax-M2 + small BPE tokenizer)
+//   MOESERVE_NODE_MODULES  node_modules with the `openai` package
+import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import path from 'node:path';
+
+export const BIN = process.env.MOESERVE_BIN;
+export const MODEL = process.env.MOESERVE_MODEL;
+const require = createRequire(path.join(process.env.MOESERVE_NODE_MODULES || '.', 'x.js'));
+export const OpenAI = require('openai').default ?? require('openai');
+
+export async function startServer(args, { env = {} } = {}) {
+  const proc = spawn(BIN, ['serve', '--model', MODEL, '--port', '0', ...args], {
+    env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  const port = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('server did not start:\n' + log)), 60000);
+    const onData = (d) => {
+      log += d.toString();
+      const m = log.match(/serving .* on http:\/\/[^:]+:(\d+)/);
+      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+    };
+    proc.stderr.on('data', onData);
+    proc.stdout.on('data', onData);
+    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${log}`)); });
+  });
+  const base = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; ++i) {
+    try { if ((await fetch(base + '/health')).status === 200) break; } catch { /* not yet */ }
+    await sleep(50);
+  }
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => resolve({ code, signal })));
+  return {
+    proc, port, base, exited, log: () => log,
+    client: (opts = {}) => new OpenAI({ baseURL: base + '/v1', apiKey: opts.apiKey ?? 'none', maxRetries: 0, ...opts }),
+    async stop() {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+      return exited;
+    },
+  };
+}
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+export async function post(base, route, body, headers = {}) {
+  const res = await fetch(base + route, {
+    method: 'POST', headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body) });
+  const text = await res.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* SSE or plain */ }
+  return { status: res.status, text, json, headers: res.headers };
+}
+
+// Raw SSE: the list of parsed `data:` payloads (the string '[DONE]' kept as is).
+export function parseSse(text) {
+  const events = [];
+  for (const block of text.split('\n\n')) {
+    if (!block.trim()) continue;
+    if (!block.startsWith('data: ')) throw new Error('bad SSE block: ' + JSON.stringify(block));
+    const data = block.slice(6);
+    events.push(data === '[DONE]' ? data : JSON.parse(data));
+  }
+  return events;
+}
+
+// A tiny runner: test(name, fn); await run() exits non-zero on any failure.
+const tests = [];
+export function test(name, fn) { tests.push({ name, fn }); }
+export async function run(cleanup = async () => {}) {
+  let failed = 0;
+  const only = process.env.TEST_FILTER;
+  for (const t of tests) {
+    if (only && !t.name.includes(only)) continue;
+    const t0 = Date.now();
+    try {
+      await t.fn();
+      console.log(`ok   ${t.name} (${Date.now() - t0} ms)`);
+    } catch (e) {
+      ++failed;
+      console.log(`FAIL ${t.name}: ${e.stack || e}`);
+    }
+  }
+  await cleanup();
+  console.log(failed ? `${failed} of ${tests.length} failed` : `all ${tests.length} passed`);
+  process.exit(failed ? 1 : 0);
+}
+
+export function writeTemp(name, content) {
+  const dir = fs.mkdtempSync(path.join(process.env.TMPDIR || '/tmp', 'moeserve-test-'));
+  const file = path.join(dir, name);
+  fs.writeFileSync(file, content);
+  return file;
+}
+
+export function rssKb(pid) {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(status.match(/VmRSS:\s+(\d+)/)[1]);
+}
+
+export function metricValue(text, name, labelFilter = '') {
+  for (const line of text.split('\n')) {
+    if (line.startsWith(name + '{') && line.includes(labelFilter)) return Number(line.split(' ').pop());
+  }
+  throw new Error(`metric ${name} not found`);
+}
