@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""Golden test for quantized checkpoints: a random bf16 checkpoint is quantized with
+`moeserve quantize` (FP8-block or MXFP4), then `moeserve generate` on it (at -tp N) is compared
+with tools/reference.py on the same quantized checkpoint, whose weights the reference dequantizes
+exactly to f32 (e4m3 * f32 block scale; e2m1 * 2^k).
+
+The engine then computes with exactly those weight values (its fused dequantization is exact), so
+the two differ only in f32 summation order and, through it, in rare bf16 rounding flips of matmul
+inputs: the tolerance of tests/model/golden_test.py applies unchanged: max|diff| <= 1e-2 *
+max|logit|, mean|diff| <= 2e-3 * max|logit|, argmax agreement >= 99%, and greedy 32-token
+continuations identical. At tp > 1 the ranks add partial sums in another order as well
+(tests/dist/parity_test.py's argument), same tolerance.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PY = "/usr/bin/python3"
+
+# name: (gen_checkpoint args, format). FP8 dims are not multiples of 128 (edge blocks, and at
+# tp 2 / 8 rank slices start inside a block); MXFP4 dims are multiples of 32, and at tp 8 the
+# 96-wide expert intermediate dim (3 groups of 32) leaves ranks with no expert columns at all.
+CONFIGS = {
+    "minimax_fp8": ("--arch minimax_m2 --hidden 96 --layers 2 --heads 8 --kv-heads 2 --head-dim 16 "
+                    "--rotary-dim 8 --intermediate 72 --experts 6 --top-k 2 --vocab 256 --seed 41 "
+                    "--bias-std 0.3", "fp8-block"),
+    "minimax_mxfp4": ("--arch minimax_m2 --hidden 64 --layers 2 --heads 8 --kv-heads 2 --head-dim 16 "
+                      "--rotary-dim 8 --intermediate 96 --experts 6 --top-k 2 --vocab 256 --seed 42 "
+                      "--bias-std 0.3", "mxfp4"),
+    "qwen3_fp8": ("--arch qwen3_moe --hidden 96 --layers 2 --heads 8 --kv-heads 2 --head-dim 16 "
+                  "--intermediate 72 --experts 6 --top-k 2 --vocab 256 --seed 43", "fp8-block"),
+    "qwen3_mxfp4": ("--arch qwen3_moe --hidden 64 --layers 2 --heads 8 --kv-heads 2 --head-dim 16 "
+                    "--intermediate 64 --experts 6 --top-k 2 --vocab 256 --seed 44 --tie", "mxfp4"),
+}
+PROMPTS = [list(range(3, 45)), [7, 1, 9], [200]]
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        sys.exit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--moeserve", required=True)
+    ap.add_argument("--fixtures", required=True)
+    ap.add_argument("--config", required=True, choices=sorted(CONFIGS))
+    ap.add_argument("--tp", type=int, default=1)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    a = ap.parse_args()
+    gen, fmt = CONFIGS[a.config]
+    # One folder per (config, tp) so CTest may run the cases in parallel.
+    work = os.path.join(a.fixtures, f"quant_golden_{a.config}_tp{a.tp}")
+    shutil.rmtree(work, ignore_errors=True)
+    src, model = os.path.join(work, "bf16"), os.path.join(work, fmt)
+    run([PY, os.path.join(ROOT, "tools", "gen_checkpoint.py"), "--out", src] + gen.split())
+    run([a.moeserve, "quantize", "--model", src, "--out", model, "--format", fmt, "--threads", "1"])
+
+    prompt_args = []
+    for p in PROMPTS:
+        prompt_args += ["--prompt-ids", ",".join(map(str, p))]
+    ref_logits, ours_logits = os.path.join(work, "ref.npy"), os.path.join(work, "ours.npy")
+    ref = json.loads(run([PY, os.path.join(ROOT, "tools", "reference.py"), "--model", model,
+                          "--max-tokens", str(a.max_tokens), "--logits-out", ref_logits, "--json"]
+                         + prompt_args).stdout)
+    tp = ["-tp", str(a.tp)] if a.tp > 1 else []
+    r = run([a.moeserve, "generate", "--model", model, "--max-tokens", str(a.max_tokens),
+             "--output-format", "json", "--logits-out", ours_logits, "--threads", "1",
+             "--ignore-eos"] + tp + prompt_args)
+    ours = [json.loads(line)["token_ids"] for line in r.stdout.strip().splitlines()]
+
+    L, R = np.load(ours_logits), np.load(ref_logits)
+    assert L.shape == R.shape, (L.shape, R.shape)
+    scale = float(np.abs(R).max())
+    max_abs, mean_abs = float(np.abs(L - R).max()), float(np.abs(L - R).mean())
+    agree = float((L.argmax(-1) == R.argmax(-1)).mean())
+    print(f"{a.config} ({fmt}) tp{a.tp}: logits {L.shape}, max|logit| {scale:.3f}, max|diff| "
+          f"{max_abs:.2e} ({max_abs / scale:.1e} relative), mean|diff| {mean_abs:.2e}, argmax "
+          f"agreement {agree:.4f}")
+    ok = True
+    if "quantized checkpoint" not in r.stderr:
+        print("FAIL: the engine did not report loading a quantized checkpoint"); ok = False
+    if max_abs > 1e-2 * scale or mean_abs > 2e-3 * scale:
+        print("FAIL: logits differ beyond tolerance"); ok = False
+    if agree < 0.99:
+        print("FAIL: argmax agreement below 0.99"); ok = False
+    for i, (o, rr) in enumerate(zip(ours, ref["token_ids"])):
+        if o != rr:
+            print(f"FAIL: sequence {i} greedy continuation differs\n  ours {o}\n  ref  {rr}"); ok = False
+    print(f"greedy continuations: {len(ours)} sequences x {a.max_tokens} tokens "
+          f"{'identical' if ok else 'checked'}")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
