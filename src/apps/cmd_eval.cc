@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <map>
 #include <memory>
 
 #include "apps/command_registry.h"
@@ -73,13 +72,12 @@ CommandRegistration reg{
                       "project's shared data)");
       gsm->add_option("--fewshot-data", o->fewshot_data_path,
                       "GSM8K train jsonl the shots come from (default: beside --data's default)");
-      const std::map<std::string, client::Gsm8kScoring> scorings = {
-          {"lm-eval", client::Gsm8kScoring::kLmEval}, {"vllm", client::Gsm8kScoring::kVllm}};
-      gsm->add_option("--scoring", o->scoring,
+      auto scoring = std::make_shared<std::string>("lm-eval");
+      gsm->add_option("--scoring", *scoring,
                       "lm-eval: sampled shots, strict-match/flexible-extract; vllm: first shots, "
                       "last number")
-          ->transform(CLI::CheckedTransformer(scorings, CLI::ignore_case))
-          ->default_str("lm-eval");
+          ->check(CLI::IsMember({"lm-eval", "vllm"}))
+          ->capture_default_str();
       gsm->add_option("--max-tokens", o->max_tokens, "Generation budget per question")
           ->capture_default_str();
       gsm->add_option("--seed", o->seed, "Few-shot sampling seed (lm-eval's fewshot seed)")
@@ -93,7 +91,9 @@ CommandRegistration reg{
           ->capture_default_str();
       gsm->add_flag("!--no-progress", o->progress, "No progress bar on stderr");
       gsm->add_option("--output", *output, "Write the JSON report (per-question records) here");
-      return [o, output, gsm]() -> int {
+      return [o, output, scoring, gsm]() -> int {
+        o->scoring =
+            *scoring == "vllm" ? client::Gsm8kScoring::kVllm : client::Gsm8kScoring::kLmEval;
         if (gsm->parsed()) return RunGsm8k(*o, *output);
         Fail("eval: unknown benchmark");
       };

@@ -55,8 +55,9 @@ void ProgressBar::Draw(bool force) {
     if (!force && done_ < total_ && now - last_draw_ < std::chrono::milliseconds(100)) return;
   } else {
     const size_t decile = total_ ? done_ * 10 / total_ : 10;
-    if (!force && decile == last_decile_) return;
+    if (decile == last_decile_ && (!force || done_ == last_printed_done_)) return;
     last_decile_ = decile;
+    last_printed_done_ = done_;
   }
   last_draw_ = now;
   const double elapsed_s = std::chrono::duration<double>(now - start_).count();

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -27,6 +28,7 @@ class ProgressBar {
   std::mutex mu_;
   size_t done_ = 0;
   size_t last_decile_ = 0;
+  size_t last_printed_done_ = SIZE_MAX;
   bool finished_ = false;
   std::chrono::steady_clock::time_point start_, last_draw_;
 };
