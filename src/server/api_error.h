@@ -30,6 +30,13 @@ class ApiError : public std::runtime_error {
 ApiError BadRequest(const std::string& message, const std::string& param = "");
 
 // The JSON body of an error response.
+// Serializes a response; invalid UTF-8 (e.g. echoed from a bad request) becomes U+FFFD instead
+// of throwing.
+template <typename J>
+std::string DumpJson(const J& j) {
+  return j.dump(-1, ' ', false, J::error_handler_t::replace);
+}
+
 nlohmann::json ErrorBody(int status, const std::string& message, const std::string& type,
                          const std::string& param = "", const std::string& code = "");
 

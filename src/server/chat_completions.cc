@@ -289,7 +289,7 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
                 {"model", model},
                 {"choices", out_choices},
                 {"usage", Usage(prompt_tokens, completion_tokens)}};
-    res.set_content(out.dump(), "application/json");
+    res.set_content(DumpJson(out), "application/json");
     return;
   }
 

@@ -192,7 +192,7 @@ void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib
                 {"model", model},
                 {"choices", out_choices},
                 {"usage", Usage(prompt_tokens, completion_tokens)}};
-    res.set_content(out.dump(), "application/json");
+    res.set_content(DumpJson(out), "application/json");
     return;
   }
 

@@ -16,11 +16,11 @@ void SendError(httplib::Response& res, int status, const std::string& message,
                const std::string& type, const std::string& param = "",
                const std::string& code = "") {
   res.status = status;
-  res.set_content(ErrorBody(status, message, type, param, code).dump(), "application/json");
+  res.set_content(DumpJson(ErrorBody(status, message, type, param, code)), "application/json");
 }
 
 void SendJson(httplib::Response& res, const Json& j) {
-  res.set_content(j.dump(), "application/json");
+  res.set_content(DumpJson(j), "application/json");
 }
 
 struct RouteInfo {
