@@ -25,6 +25,7 @@ class FakeOpenAIServer {
 
   explicit FakeOpenAIServer(Responder responder) : responder_(std::move(responder)) {
     server_.new_task_queue = [] { return new httplib::ThreadPool(32); };
+    server_.set_keep_alive_max_count(100000);
     server_.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})",
                       "application/json");
@@ -147,11 +148,18 @@ class FakeOpenAIServer {
     }
     events->push_back("data: [DONE]\n\n");
     auto next = std::make_shared<size_t>(0);
+    // Leaves the in-flight count before the last bytes go out, so a client that sends its next
+    // request as soon as this stream ends is never counted twice.
+    auto left = std::make_shared<std::atomic<bool>>(false);
+    const auto leave = [this, left] {
+      if (!left->exchange(true)) --in_flight_;
+    };
     const int delay_ms = chunk_delay_ms_;
     res.set_chunked_content_provider(
         "text/event-stream",
-        [events, next, delay_ms](size_t, httplib::DataSink& sink) {
+        [events, next, delay_ms, leave](size_t, httplib::DataSink& sink) {
           if (*next == events->size()) {
+            leave();
             sink.done();
             return true;
           }
@@ -159,7 +167,7 @@ class FakeOpenAIServer {
           const std::string& e = (*events)[(*next)++];
           return sink.write(e.data(), e.size());
         },
-        [this](bool) { --in_flight_; });
+        [leave](bool) { leave(); });
   }
 
   Responder responder_;
