@@ -9,9 +9,12 @@ position's next-token distribution, no sampling). Prints per checkpoint:
 
 Usage:
   quant_quality.py --model BF16DIR --quantized FP8DIR [MXFP4DIR ...] --moeserve BIN
-                   [--prompts 8 --prompt-len 64 --seed 0 --threads N] [--json]
-Prompts are token ids drawn uniformly from [0, vocab) with a fixed seed (random models have no
-tokenizer; for a real model pass --prompt-ids lists instead, repeatable).
+                   [--texts-jsonl FILE --limit 16] [--prompts 8 --prompt-len 64 --seed 0]
+                   [--threads N] [--json]
+With --texts-jsonl (e.g. data/synthetic-gsm8k/test.jsonl for models/minimax-m2-tiny), the first
+`--limit` records' "question" + "\n" + "answer" are tokenized with `moeserve tokenize` (the model's
+tokenizer.json) and used as prompts. Otherwise (random models have no tokenizer) prompts are token
+ids drawn uniformly from [0, vocab) with a fixed seed; --prompt-ids gives explicit ones.
 """
 import argparse
 import json
@@ -65,12 +68,23 @@ def main(argv=None):
     ap.add_argument("--prompt-len", type=int, default=64)
     ap.add_argument("--prompt-ids", action="append", help="explicit prompt (comma-separated ids)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--texts-jsonl", help="jsonl with question/answer records to use as prompts")
+    ap.add_argument("--limit", type=int, default=16, help="records taken from --texts-jsonl")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     with open(os.path.join(a.model, "config.json")) as f:
         vocab = json.load(f)["vocab_size"]
-    if a.prompt_ids:
+    if a.texts_jsonl:
+        prompts = []
+        with open(a.texts_jsonl) as f:
+            for line in list(f)[:a.limit]:
+                rec = json.loads(line)
+                text = rec.get("question", "") + "\n" + rec.get("answer", "")
+                r = subprocess.run([a.moeserve, "tokenize", "--tokenizer", a.model, "--text", text],
+                                   capture_output=True, text=True, check=True)
+                prompts.append(json.loads(r.stdout))
+    elif a.prompt_ids:
         prompts = [[int(t) for t in s.split(",")] for s in a.prompt_ids]
     else:
         rng = np.random.default_rng(a.seed)

@@ -169,7 +169,12 @@ void QuantizeOne(const loader::TensorInfo& info, const Target& t, Format format,
       bf16 v;
       std::memcpy(&v, info.data + i * 2, 2);  // the mmap'd data need not be 2-aligned
       w[i] = Bf16ToF32(v);
-      if (!std::isfinite(w[i])) bad_index = i;
+      if (!std::isfinite(w[i])) {  // report the first one, whatever the thread timing
+        size_t seen = bad_index;
+        while (i < seen && !bad_index.compare_exchange_weak(seen, i)) {
+        }
+        break;
+      }
     }
     if (bad_index != SIZE_MAX) return;
     for (size_t r = r0; r < r1; r += band) {

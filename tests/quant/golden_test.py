@@ -43,36 +43,18 @@ PROMPTS = [list(range(3, 45)), [7, 1, 9], [200]]
 
 
 def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    # MOESERVE_LOG=info: the test looks for the engine's "quantized checkpoint" line.
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, MOESERVE_LOG="info"))
     if r.returncode != 0:
         sys.exit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
     return r
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--moeserve", required=True)
-    ap.add_argument("--fixtures", required=True)
-    ap.add_argument("--config", required=True, choices=sorted(CONFIGS))
-    ap.add_argument("--tp", type=int, default=1)
-    ap.add_argument("--max-tokens", type=int, default=32)
-    a = ap.parse_args()
-    gen, fmt = CONFIGS[a.config]
-    # One folder per (config, tp) so CTest may run the cases in parallel.
-    work = os.path.join(a.fixtures, f"quant_golden_{a.config}_tp{a.tp}")
-    shutil.rmtree(work, ignore_errors=True)
-    src, model = os.path.join(work, "bf16"), os.path.join(work, fmt)
-    run([PY, os.path.join(ROOT, "tools", "gen_checkpoint.py"), "--out", src] + gen.split())
-    run([a.moeserve, "quantize", "--model", src, "--out", model, "--format", fmt, "--threads", "1"])
-
-    prompt_args = []
-    for p in PROMPTS:
-        prompt_args += ["--prompt-ids", ",".join(map(str, p))]
-    ref_logits, ours_logits = os.path.join(work, "ref.npy"), os.path.join(work, "ours.npy")
-    ref = json.loads(run([PY, os.path.join(ROOT, "tools", "reference.py"), "--model", model,
-                          "--max-tokens", str(a.max_tokens), "--logits-out", ref_logits, "--json"]
-                         + prompt_args).stdout)
-    tp = ["-tp", str(a.tp)] if a.tp > 1 else []
+def check_tp(a, fmt, model, tp_size, prompt_args, ref, ref_logits, ours_logits):
+    """moeserve generate at -tp tp_size against the reference; prints the figures."""
+    ok = True
+    tp = ["-tp", str(tp_size)] if tp_size > 1 else []
     r = run([a.moeserve, "generate", "--model", model, "--max-tokens", str(a.max_tokens),
              "--output-format", "json", "--logits-out", ours_logits, "--threads", "1",
              "--ignore-eos"] + tp + prompt_args)
@@ -83,10 +65,9 @@ def main():
     scale = float(np.abs(R).max())
     max_abs, mean_abs = float(np.abs(L - R).max()), float(np.abs(L - R).mean())
     agree = float((L.argmax(-1) == R.argmax(-1)).mean())
-    print(f"{a.config} ({fmt}) tp{a.tp}: logits {L.shape}, max|logit| {scale:.3f}, max|diff| "
+    print(f"{a.config} ({fmt}) tp{tp_size}: logits {L.shape}, max|logit| {scale:.3f}, max|diff| "
           f"{max_abs:.2e} ({max_abs / scale:.1e} relative), mean|diff| {mean_abs:.2e}, argmax "
           f"agreement {agree:.4f}")
-    ok = True
     if "quantized checkpoint" not in r.stderr:
         print("FAIL: the engine did not report loading a quantized checkpoint"); ok = False
     if max_abs > 1e-2 * scale or mean_abs > 2e-3 * scale:
@@ -98,6 +79,35 @@ def main():
             print(f"FAIL: sequence {i} greedy continuation differs\n  ours {o}\n  ref  {rr}"); ok = False
     print(f"greedy continuations: {len(ours)} sequences x {a.max_tokens} tokens "
           f"{'identical' if ok else 'checked'}")
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--moeserve", required=True)
+    ap.add_argument("--fixtures", required=True)
+    ap.add_argument("--config", required=True, choices=sorted(CONFIGS))
+    ap.add_argument("--tp", default="1", help="comma-separated tp sizes, each checked")
+    ap.add_argument("--max-tokens", type=int, default=32)
+    a = ap.parse_args()
+    gen, fmt = CONFIGS[a.config]
+    work = os.path.join(a.fixtures, f"quant_golden_{a.config}")
+    shutil.rmtree(work, ignore_errors=True)
+    src, model = os.path.join(work, "bf16"), os.path.join(work, fmt)
+    run([PY, os.path.join(ROOT, "tools", "gen_checkpoint.py"), "--out", src] + gen.split())
+    run([a.moeserve, "quantize", "--model", src, "--out", model, "--format", fmt, "--threads", "1"])
+
+    prompt_args = []
+    for p in PROMPTS:
+        prompt_args += ["--prompt-ids", ",".join(map(str, p))]
+    ref_logits = os.path.join(work, "ref.npy")
+    ref = json.loads(run([PY, os.path.join(ROOT, "tools", "reference.py"), "--model", model,
+                          "--max-tokens", str(a.max_tokens), "--logits-out", ref_logits, "--json"]
+                         + prompt_args).stdout)
+    ok = True
+    for tp in [int(t) for t in a.tp.split(",")]:
+        ok &= check_tp(a, fmt, model, tp, prompt_args, ref, ref_logits,
+                       os.path.join(work, f"ours_tp{tp}.npy"))
     sys.exit(0 if ok else 1)
 
 

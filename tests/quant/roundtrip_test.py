@@ -147,7 +147,9 @@ def main():
     work = os.path.join(a.fixtures, "quant_roundtrip_" + a.config)
     shutil.rmtree(work, ignore_errors=True)
     src, cpp, py = (os.path.join(work, d) for d in ("bf16", "cpp", "py"))
-    run([PY, os.path.join(ROOT, "tools", "gen_checkpoint.py"), "--out", src] + gen.split())
+    import gen_checkpoint  # noqa: E402  (in-process: no second torch start-up)
+    import quantize  # noqa: E402
+    gen_checkpoint.write_checkpoint(gen_checkpoint.parse_args(["--out", src] + gen.split()))
     # Non-weight files that must be carried over.
     with open(os.path.join(src, "tokenizer.json"), "w") as f:
         json.dump({"model": {"type": "BPE"}}, f)
@@ -156,14 +158,12 @@ def main():
     os.makedirs(os.path.join(src, "extra"))
     with open(os.path.join(src, "extra", "LICENSE"), "w") as f:
         f.write("license text\n")
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    import quantize  # noqa: E402
     with open(os.path.join(src, "config.json")) as f:
         targets, _ = quantize.plan(json.load(f), fmt)
     crafted = add_crafted(src, fmt, targets)
 
     run([a.moeserve, "quantize", "--model", src, "--out", cpp, "--format", fmt, "--threads", "2"])
-    run([PY, os.path.join(ROOT, "tools", "quantize.py"), "--model", src, "--out", py, "--format", fmt])
+    quantize.quantize_checkpoint(src, py, fmt)
 
     C, P, S = st_io.Checkpoint(cpp), st_io.Checkpoint(py), st_io.Checkpoint(src)
     ok = True
