@@ -96,10 +96,12 @@ def main():
     for out, fmt in ((fp8, "fp8-block"), (mx, "mxfp4")):
         subprocess.run([a.moeserve, "quantize", "--model", bf16, "--out", out, "--format", fmt,
                         "--threads", "1"], check=True, capture_output=True)
-    # The good ones load and run.
+    # The good ones load and run (otherwise every case below would fail for another reason).
     for good in (fp8, mx):
-        subprocess.run([a.moeserve, "generate", "--model", good, "--prompt-ids", "1,2",
-                        "--max-tokens", "2", "--threads", "1"], check=True, capture_output=True)
+        r = subprocess.run([a.moeserve, "generate", "--model", good, "--prompt-ids", "1,2",
+                            "--max-tokens", "2", "--threads", "1"], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"FAIL: the unbroken quantized checkpoint {good} does not load:\n{r.stderr}")
 
     g = lambda *c: generate_case(a.moeserve, c[0], work, *c[1:])  # noqa: E731
     results = [
