@@ -80,7 +80,8 @@ void ReadGenerationDefaults(const std::string& dir, server::ServerConfig& c) {
   if (g.contains("temperature") && g["temperature"].is_number())
     c.default_temperature = g["temperature"].get<float>();
   if (g.contains("top_p") && g["top_p"].is_number()) c.default_top_p = g["top_p"].get<float>();
-  if (g.contains("top_k") && g["top_k"].is_number_integer()) c.default_top_k = g["top_k"].get<int>();
+  if (g.contains("top_k") && g["top_k"].is_number_integer())
+    c.default_top_k = g["top_k"].get<int>();
 }
 
 // Serves until SIGINT/SIGTERM, then drains. The signals are blocked in every thread and taken
@@ -251,7 +252,8 @@ CommandRegistration reg{
                      "auto (from the architecture), minimax_m2, qwen3 or none")
           ->check(CLI::IsMember({"auto", "minimax_m2", "qwen3", "hermes", "none"}))
           ->capture_default_str();
-      sub.add_flag("--enable-auto-tool-choice")->description("Accepted for vLLM compatibility (always on)");
+      sub.add_flag("--enable-auto-tool-choice")
+          ->description("Accepted for vLLM compatibility (always on)");
       sub.add_option("--kv-cache-dtype,--kv_cache_dtype", o->kv_cache_dtype,
                      "KV cache dtype: auto or bf16 (fp8 not supported yet)")
           ->capture_default_str();
@@ -279,7 +281,8 @@ CommandRegistration reg{
       sub.add_option("--drain-timeout", s.drain_timeout_s,
                      "Seconds to let running requests finish on SIGINT/SIGTERM")
           ->capture_default_str();
-      sub.add_flag("--trust-remote-code")->description("Accepted for vLLM compatibility (no effect)");
+      sub.add_flag("--trust-remote-code")
+          ->description("Accepted for vLLM compatibility (no effect)");
       sub.add_flag("--enforce-eager")->description("Accepted for vLLM compatibility (no effect)");
       // Test-only: answer every request with this file's text instead of running the model.
       sub.add_option("--scripted-output", o->scripted_output)->group("");

@@ -28,8 +28,8 @@ std::string ScriptedEngine::AddRequest(uint64_t id, std::vector<int32_t> prompt,
     if (t < 0 || static_cast<size_t>(t) >= config_.vocab_size)
       return detail::Concat("token id ", t, " is outside the vocabulary [0, ", config_.vocab_size,
                             ")");
-  if (params.max_tokens < 1) return detail::Concat("max_tokens must be at least 1, got ",
-                                                   params.max_tokens);
+  if (params.max_tokens < 1)
+    return detail::Concat("max_tokens must be at least 1, got ", params.max_tokens);
   if (prompt.size() + static_cast<size_t>(params.max_tokens) > config_.max_model_len)
     return detail::Concat("This model's maximum context length is ", config_.max_model_len,
                           " tokens. However, you requested ",

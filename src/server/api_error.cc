@@ -10,7 +10,9 @@ nlohmann::json ErrorBody(int status, const std::string& message, const std::stri
   return {{"error", e}};
 }
 
-nlohmann::json ApiError::ToJson() const { return ErrorBody(status_, what(), type_, param_, code_); }
+nlohmann::json ApiError::ToJson() const {
+  return ErrorBody(status_, what(), type_, param_, code_);
+}
 
 ApiError BadRequest(const std::string& message, const std::string& param) {
   return ApiError(400, message, "invalid_request_error", param);

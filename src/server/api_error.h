@@ -1,5 +1,6 @@
 // Errors that become OpenAI-style error responses:
-//   {"error": {"message": ..., "type": ..., "param": ..., "code": ...}} with an HTTP 4xx/5xx status.
+//   {"error": {"message": ..., "type": ..., "param": ..., "code": ...}} with an HTTP 4xx/5xx
+//   status.
 #pragma once
 
 #include <nlohmann/json.hpp>

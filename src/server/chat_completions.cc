@@ -82,9 +82,9 @@ ToolSettings ParseTools(const Json& body, const ServingContext& ctx) {
     if (choice != "none" && t.tools.is_null())
       throw BadRequest("'tool_choice' needs 'tools'", "tool_choice");
     if (choice != "none" && ctx.config.tool_calls == chat::ToolCallFormat::kNone)
-      throw BadRequest("tool_choice \"" + choice +
-                           "\" needs a tool-call parser (--tool-call-parser)",
-                       "tool_choice");
+      throw BadRequest(
+          "tool_choice \"" + choice + "\" needs a tool-call parser (--tool-call-parser)",
+          "tool_choice");
   }
   if (!t.only_function.empty()) {
     bool found = false;
@@ -110,7 +110,7 @@ std::set<int32_t> ParserTokenIds(const ServingContext& ctx) {
 // Per-choice state.
 struct ChatChoice {
   std::unique_ptr<chat::ReplyParser> parser;
-  chat::ParsedReply reply;     // accumulated (non-streamed) output
+  chat::ParsedReply reply;  // accumulated (non-streamed) output
   Json logprobs = Json::array();
   std::map<int, int> call_index;  // parser index -> output index, -1 = dropped
   int num_calls = 0;
@@ -192,7 +192,8 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
     const size_t pos = content.empty() ? std::string::npos : prompt.rfind(content);
     if (pos != std::string::npos) prompt.resize(pos + content.size());
   }
-  const std::vector<int32_t> prompt_ids = ctx.tokenizer.Encode(prompt, /*add_special_tokens=*/false);
+  const std::vector<int32_t> prompt_ids =
+      ctx.tokenizer.Encode(prompt, /*add_special_tokens=*/false);
   if (prompt_ids.empty()) throw BadRequest("the rendered prompt is empty", "messages");
   const size_t max_len = ctx.engine.max_model_len();
   if (prompt_ids.size() >= max_len)
@@ -224,7 +225,8 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
   const auto& tok = ctx.tokenizer;
   // Feeds an update to its choice's parser; returns the delta (tool calls filtered) and appends
   // logprobs entries to `lp`.
-  auto apply = [choices, only_function, &tok, want_logprobs, num_top, as_ids](ChoiceUpdate& u, Json& lp) {
+  auto apply = [choices, only_function, &tok, want_logprobs, num_top, as_ids](ChoiceUpdate& u,
+                                                                              Json& lp) {
     ChatChoice& c = (*choices)[u.choice];
     chat::ParsedDelta d = c.parser->Push(u.text);
     if (u.finished) {
@@ -276,12 +278,12 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
         for (const auto& call : c.reply.tool_calls) calls.push_back(call.ToOpenAI());
         msg["tool_calls"] = calls;
       }
-      out_choices.push_back({{"index", i},
-                             {"message", msg},
-                             {"logprobs", want_logprobs ? Json({{"content", c.logprobs}})
-                                                        : Json(nullptr)},
-                             {"finish_reason", finish_reason(c)},
-                             {"stop_reason", nullptr}});
+      out_choices.push_back(
+          {{"index", i},
+           {"message", msg},
+           {"logprobs", want_logprobs ? Json({{"content", c.logprobs}}) : Json(nullptr)},
+           {"finish_reason", finish_reason(c)},
+           {"stop_reason", nullptr}});
     }
     Json out = {{"id", id},
                 {"object", "chat.completion"},

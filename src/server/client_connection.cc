@@ -42,10 +42,9 @@ ClientConnection::ClientConnection(const std::string& local_addr, int local_port
     socklen_t llen = sizeof local, plen = sizeof peer;
     if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &llen) != 0)
       continue;
-    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &plen) != 0)
-      continue;
-    if (PortOf(local) == local_port && PortOf(peer) == remote_port &&
-        AddrOf(peer) == remote_addr && (local_addr.empty() || AddrOf(local) == local_addr)) {
+    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &plen) != 0) continue;
+    if (PortOf(local) == local_port && PortOf(peer) == remote_port && AddrOf(peer) == remote_addr &&
+        (local_addr.empty() || AddrOf(local) == local_addr)) {
       fd_ = static_cast<int>(fd);
       break;
     }

@@ -120,7 +120,9 @@ Generation::Generation(ServingContext& ctx)
       channel_(std::make_shared<UpdateChannel>()),
       start_(std::chrono::steady_clock::now()) {}
 
-Generation::~Generation() { AbortAll(); }
+Generation::~Generation() {
+  AbortAll();
+}
 
 void Generation::Start(const std::vector<std::vector<int32_t>>& prompts,
                        const engine::SamplingParams& params, const TextOptions& text) {

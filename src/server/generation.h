@@ -32,8 +32,8 @@ namespace moeserve::server {
 // What a choice produced since the last update.
 struct ChoiceUpdate {
   size_t choice = 0;
-  std::string text;                              // released text (never part of a stop string)
-  std::vector<int32_t> tokens;                   // tokens generated in this update
+  std::string text;                             // released text (never part of a stop string)
+  std::vector<int32_t> tokens;                  // tokens generated in this update
   std::vector<engine::TokenLogprobs> logprobs;  // parallel to tokens when logprobs were asked
   std::vector<std::optional<engine::TokenLogprobs>> prompt_logprobs;  // first update only
   bool finished = false;

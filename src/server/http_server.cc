@@ -27,10 +27,10 @@ struct RouteInfo {
   const char* method;
   const char* path;
 };
-constexpr RouteInfo kRoutes[] = {
-    {"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"}, {"GET", "/v1/models"},
-    {"GET", "/health"},          {"GET", "/metrics"},              {"GET", "/version"},
-    {"POST", "/tokenize"},       {"POST", "/detokenize"}};
+constexpr RouteInfo kRoutes[] = {{"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"},
+                                 {"GET", "/v1/models"},       {"GET", "/health"},
+                                 {"GET", "/metrics"},         {"GET", "/version"},
+                                 {"POST", "/tokenize"},       {"POST", "/detokenize"}};
 
 void Tokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
   const Json body = ParseBody(req.body);
@@ -44,11 +44,11 @@ void Tokenize(ServingContext& ctx, const httplib::Request& req, httplib::Respons
     if (!m.is_array()) throw BadRequest("'messages' must be a list", "messages");
     std::string prompt;
     try {
-      prompt = chat::ApplyChatTemplate(
-          *ctx.chat_template, chat::ParseToolCallArguments(m),
-          body.contains("tools") ? body["tools"] : Json(nullptr),
-          GetBool(body, "add_generation_prompt").value_or(true),
-          {{"bos_token", ctx.bos_token}, {"eos_token", ctx.eos_token}});
+      prompt =
+          chat::ApplyChatTemplate(*ctx.chat_template, chat::ParseToolCallArguments(m),
+                                  body.contains("tools") ? body["tools"] : Json(nullptr),
+                                  GetBool(body, "add_generation_prompt").value_or(true),
+                                  {{"bos_token", ctx.bos_token}, {"eos_token", ctx.eos_token}});
     } catch (const Error& e) {
       throw BadRequest(std::string("chat template: ") + e.what(), "messages");
     }
@@ -56,9 +56,8 @@ void Tokenize(ServingContext& ctx, const httplib::Request& req, httplib::Respons
   } else {
     throw BadRequest("'prompt' or 'messages' is required", "prompt");
   }
-  SendJson(res, {{"tokens", ids},
-                 {"count", ids.size()},
-                 {"max_model_len", ctx.engine.max_model_len()}});
+  SendJson(res,
+           {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.engine.max_model_len()}});
 }
 
 void Detokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
@@ -78,7 +77,8 @@ void Detokenize(ServingContext& ctx, const httplib::Request& req, httplib::Respo
 
 }  // namespace
 
-HttpServer::HttpServer(ServingContext& ctx) : ctx_(ctx), http_(std::make_unique<httplib::Server>()) {
+HttpServer::HttpServer(ServingContext& ctx)
+    : ctx_(ctx), http_(std::make_unique<httplib::Server>()) {
   Register();
 }
 
@@ -153,28 +153,28 @@ void HttpServer::Register() {
 
   // Routing misses and httplib's own errors (413) get OpenAI error bodies; a known path with
   // the wrong method is 405.
-  s.set_error_handler(httplib::Server::HandlerWithResponse(
-      [](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    if (res.status == 404) {
-      for (const RouteInfo& r : kRoutes) {
-        if (req.path == r.path) {
-          res.set_header("Allow", r.method);
-          SendError(res, 405, "method " + req.method + " not allowed on " + req.path,
-                    "invalid_request_error");
-          return httplib::Server::HandlerResponse::Handled;
+  s.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        if (res.status == 404) {
+          for (const RouteInfo& r : kRoutes) {
+            if (req.path == r.path) {
+              res.set_header("Allow", r.method);
+              SendError(res, 405, "method " + req.method + " not allowed on " + req.path,
+                        "invalid_request_error");
+              return httplib::Server::HandlerResponse::Handled;
+            }
+          }
+          SendError(res, 404, "no route " + req.method + " " + req.path, "not_found_error");
+        } else if (res.status == 413) {
+          SendError(res, 413, "the request body is larger than the limit", "invalid_request_error",
+                    "", "request_too_large");
+        } else {
+          SendError(res, res.status, "HTTP error " + std::to_string(res.status),
+                    res.status >= 500 ? "server_error" : "invalid_request_error");
         }
-      }
-      SendError(res, 404, "no route " + req.method + " " + req.path, "not_found_error");
-    } else if (res.status == 413) {
-      SendError(res, 413, "the request body is larger than the limit", "invalid_request_error",
-                "", "request_too_large");
-    } else {
-      SendError(res, res.status, "HTTP error " + std::to_string(res.status),
-                res.status >= 500 ? "server_error" : "invalid_request_error");
-    }
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+        return httplib::Server::HandlerResponse::Handled;
+      }));
 }
 
 void HttpServer::Run() {
@@ -196,8 +196,8 @@ void HttpServer::RequestShutdown() {
   // Closing the listening socket makes listen_after_bind return once the pool threads finish;
   // connections already accepted keep being served until their requests end.
   http_->stop();
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration<double>(ctx_.config.drain_timeout_s);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(ctx_.config.drain_timeout_s);
   while (active_requests_.load() > 0 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   if (active_requests_.load() > 0) {

@@ -5,7 +5,9 @@
 namespace moeserve::server {
 namespace {
 
-double Finite(float lp) { return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0; }
+double Finite(float lp) {
+  return std::isfinite(lp) ? static_cast<double>(lp) : -9999.0;
+}
 
 std::string TokenText(const tokenizer::Tokenizer& tok, int32_t id, bool as_ids) {
   if (as_ids) return "token_id:" + std::to_string(id);
@@ -52,8 +54,8 @@ Json CompletionLogprobs::Take() {
   return out;
 }
 
-Json ChatLogprobEntry(const tokenizer::Tokenizer& tok, const engine::TokenLogprobs& lp,
-                      int num_top, bool as_ids) {
+Json ChatLogprobEntry(const tokenizer::Tokenizer& tok, const engine::TokenLogprobs& lp, int num_top,
+                      bool as_ids) {
   const std::string text = TokenText(tok, lp.token, as_ids);
   Json top = Json::array();
   for (size_t i = 0; i < lp.top.size() && i < static_cast<size_t>(num_top); ++i) {

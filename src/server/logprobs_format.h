@@ -36,7 +36,7 @@ class CompletionLogprobs {
 };
 
 // One chat logprobs.content entry.
-Json ChatLogprobEntry(const tokenizer::Tokenizer& tok, const engine::TokenLogprobs& lp,
-                      int num_top, bool as_ids);
+Json ChatLogprobEntry(const tokenizer::Tokenizer& tok, const engine::TokenLogprobs& lp, int num_top,
+                      bool as_ids);
 
 }  // namespace moeserve::server

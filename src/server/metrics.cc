@@ -28,8 +28,7 @@ void Histogram::Observe(double value) {
   ++count_;
 }
 
-void Histogram::Render(const std::string& name, const std::string& labels,
-                       std::string& out) const {
+void Histogram::Render(const std::string& name, const std::string& labels, std::string& out) const {
   uint64_t cumulative = 0;
   for (size_t i = 0; i <= bounds_.size(); ++i) {
     cumulative += counts_[i];
@@ -42,12 +41,12 @@ void Histogram::Render(const std::string& name, const std::string& labels,
 
 // Buckets as vLLM's: CPU decode is slower than GPU, so the upper ends matter here.
 Metrics::Metrics()
-    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-             7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
+    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+             1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
       tpot_({0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
              10.0, 20.0, 40.0, 80.0}),
-      e2e_({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-            120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}),
+      e2e_({0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+            30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}),
       output_tokens_({1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000}) {}
 
 void Metrics::RecordRequest(const std::string& finish_reason, double ttft_s, double e2e_s,
@@ -84,8 +83,7 @@ std::string Metrics::Render(const engine::EngineStats& s, const std::string& mod
         double(s.num_preemptions), "counter");
 
   std::lock_guard lock(mu_);
-  Header(out, "moeserve:request_success_total", "counter",
-         "Finished requests by finish reason.");
+  Header(out, "moeserve:request_success_total", "counter", "Finished requests by finish reason.");
   for (const char* reason : {"stop", "length", "abort"}) {
     auto it = success_by_reason_.find(reason);
     out += "moeserve:request_success_total{" + labels + ",finished_reason=\"" + reason + "\"} " +

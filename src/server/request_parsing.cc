@@ -78,7 +78,8 @@ void CheckModel(const Json& body, const ServingContext& ctx) {
 namespace {
 
 int ClampInt(int64_t v, const char* name) {
-  if (v < INT32_MIN || v > INT32_MAX) throw BadRequest(std::string("'") + name + "' is out of range", name);
+  if (v < INT32_MIN || v > INT32_MAX)
+    throw BadRequest(std::string("'") + name + "' is out of range", name);
   return static_cast<int>(v);
 }
 
@@ -106,7 +107,8 @@ std::vector<int32_t> ParseIdList(const Json& body, const char* name) {
   for (const Json& v : *f) {
     if (!v.is_number_integer()) WrongType(name, "a list of integers");
     const int64_t id = v.get<int64_t>();
-    if (id < 0 || id > INT32_MAX) throw BadRequest(std::string("'") + name + "' has an out-of-range id", name);
+    if (id < 0 || id > INT32_MAX)
+      throw BadRequest(std::string("'") + name + "' has an out-of-range id", name);
     out.push_back(static_cast<int32_t>(id));
   }
   return out;
@@ -160,12 +162,12 @@ ParsedSampling ParseSampling(const Json& body, const ServingContext& ctx, bool c
     if (auto mct = GetInt(body, "max_completion_tokens")) max_tokens = mct;
   }
   if (max_tokens) {
-    const char* field = chat && Field(body, "max_completion_tokens") ? "max_completion_tokens"
-                                                                      : "max_tokens";
+    const char* field =
+        chat && Field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if (*max_tokens < 1)
-      throw BadRequest(std::string("'") + field + "' must be at least 1, got " +
-                           std::to_string(*max_tokens),
-                       field);
+      throw BadRequest(
+          std::string("'") + field + "' must be at least 1, got " + std::to_string(*max_tokens),
+          field);
     r.max_tokens = static_cast<int>(std::min<int64_t>(*max_tokens, INT32_MAX));
   }
   r.text.stop = p.stop;

@@ -25,7 +25,9 @@ int64_t UnixSeconds();
 ClientConnection ConnectionOf(const httplib::Request& req);
 
 // `data: <json>\n\n`
-inline std::string SseEvent(const Json& j) { return "data: " + DumpJson(j) + "\n\n"; }
+inline std::string SseEvent(const Json& j) {
+  return "data: " + DumpJson(j) + "\n\n";
+}
 inline const char* kSseDone = "data: [DONE]\n\n";
 
 inline Json Usage(size_t prompt_tokens, size_t completion_tokens) {

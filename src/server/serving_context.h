@@ -22,10 +22,10 @@ struct ServerConfig {
   int port = 8000;
   std::string served_model_name;
   std::string model_dir;
-  std::string api_key;                      // "" = no authentication
-  size_t max_body_bytes = 32u << 20;        // larger bodies get 413
-  size_t http_threads = 64;                 // concurrent connections served
-  double drain_timeout_s = 30;              // graceful shutdown: wait this long for requests
+  std::string api_key;                // "" = no authentication
+  size_t max_body_bytes = 32u << 20;  // larger bodies get 413
+  size_t http_threads = 64;           // concurrent connections served
+  double drain_timeout_s = 30;        // graceful shutdown: wait this long for requests
   chat::ReasoningFormat reasoning = chat::ReasoningFormat::kNone;
   chat::ToolCallFormat tool_calls = chat::ToolCallFormat::kNone;
   // Defaults for omitted request fields, from generation_config.json (vLLM --generation-config

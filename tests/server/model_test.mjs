@@ -100,7 +100,9 @@ test('same seed same output under concurrent load', async () => {
 });
 
 test('logprobs (completions and chat) and echo with prompt logprobs', async () => {
-  const r = await client.completions.create({ model: 'model', prompt: PROMPT, max_tokens: 8, logprobs: 3, ...greedy });
+  // Token ids as keys: distinct byte tokens can decode to the same text (U+FFFD) and share a key.
+  const r = await client.completions.create({ model: 'model', prompt: PROMPT, max_tokens: 8, logprobs: 3,
+    return_tokens_as_token_ids: true, ...greedy });
   const lp = r.choices[0].logprobs;
   assert.equal(lp.tokens.length, 8);
   lp.token_logprobs.forEach((v, i) => {

@@ -127,7 +127,8 @@ TEST(Metrics, HistogramIsCumulative) {
 }
 
 TEST(RequestParsing, TypedFields) {
-  const auto j = server::ParseBody(R"({"a": 3, "b": 3.0, "c": 3.5, "d": true, "e": "x", "f": null})");
+  const auto j =
+      server::ParseBody(R"({"a": 3, "b": 3.0, "c": 3.5, "d": true, "e": "x", "f": null})");
   EXPECT_EQ(server::GetInt(j, "a"), 3);
   EXPECT_EQ(server::GetInt(j, "b"), 3);
   EXPECT_THROW(server::GetInt(j, "c"), server::ApiError);
