@@ -445,6 +445,8 @@ def train(a, model, docs, log):
     n_tokens = 0
     moes = [layer.block_sparse_moe for layer in model.layers]
     for step in range(a.steps):
+        if step and a.snapshot_every and step % a.snapshot_every == 0 and step > a.resume_step:
+            torch.save(model.state_dict(), os.path.join(a.workdir, f"state_step{step}.pt"))
         if a.stop_at and step == a.stop_at:
             log(f"stopping after {step} steps of the {a.steps}-step schedule (--stop-at)")
             break
@@ -462,6 +464,8 @@ def train(a, model, docs, log):
             positions = torch.arange(L)[None].expand(B, L)
         batch = rows[cursor:cursor + B]
         cursor += B
+        if step < a.resume_step:  # replay the data order only; the weights come from the state
+            continue
         n_tokens += B * L
         for g in opt.param_groups:
             g["lr"] = lr_at(step, a)
@@ -479,7 +483,7 @@ def train(a, model, docs, log):
         ema = loss.item() if ema is None else 0.98 * ema + 0.02 * loss.item()
         if step % 20 == 0 or step + 1 == a.steps or (a.bench and step == 4):
             el = time.time() - t0
-            tps = n_tokens / el
+            tps = n_tokens / max(el, 1e-9)
             loads = moes[0].last_load / moes[0].last_load.sum()
             log(f"step {step} epoch {epoch} loss {loss.item():.4f} ema {ema:.4f} "
                 f"lr {lr_at(step, a):.2e} {tps:.0f} tok/s {el / 60:.1f} min "
@@ -542,6 +546,10 @@ def main():
                     help="stop after this many steps of the --steps schedule, then export")
     ap.add_argument("--state-in", help="skip training: export this saved state_dict, then check "
                     "and evaluate (used to export a snapshot of a run)")
+    ap.add_argument("--snapshot-every", type=int, default=10,
+                    help="save the state_dict to --workdir/state_stepN.pt every N steps")
+    ap.add_argument("--resume-state", help="state_dict to continue from (the optimizer restarts)")
+    ap.add_argument("--resume-step", type=int, default=0, help="step that --resume-state is at")
     ap.add_argument("--eval-only", action="store_true", help="skip training; evaluate --out")
     ap.add_argument("--bench", action="store_true", help="5 steps, print speed, exit")
     a = ap.parse_args()
@@ -596,6 +604,9 @@ def main():
     log(f"config {vars(c)}; parameters {sum(p.numel() for p in model.parameters())}")
 
     if not a.eval_only:
+        if a.resume_state:
+            model.load_state_dict(torch.load(a.resume_state))
+            log(f"resuming at step {a.resume_step} from {a.resume_state}")
         t0 = time.time()
         final = train(a, model, docs, log)
         log(f"training: {a.steps} steps in {(time.time() - t0) / 60:.1f} min, final loss (ema) "
