@@ -9,6 +9,7 @@
 #include "apps/model_options.h"
 #include "apps/model_session.h"
 #include "cache/kv_pool.h"
+#include "client/bench_serve.h"
 #include "core/check.h"
 #include "kernels/roofline.h"
 
@@ -121,13 +122,21 @@ CommandRegistration reg{
     [](CLI::App& sub) -> CommandAction {
       auto o = std::make_shared<BenchOptions>();
       AddModelOptions(sub, o->model);
+      // `bench serve` load-tests a running server and needs no model folder.
+      sub.get_option("--model")->required(false);
+      auto serve_opts = std::make_shared<client::ServeBenchOptions>();
+      CLI::App* serve = sub.add_subcommand(
+          "serve", "Load-test an OpenAI-compatible server (like vllm bench serve)");
+      client::AddServeBenchOptions(*serve, *serve_opts);
       AddParallelOptions(sub, o->parallel);
       AddKvCacheDtypeOption(sub, o->kv_cache_dtype);
       sub.add_option("--prompt-len", o->prompt_len, "Prefill length")->capture_default_str();
       sub.add_option("--decode-tokens", o->decode_tokens, "Tokens decoded per run")
           ->capture_default_str();
       sub.add_option("--runs", o->runs, "Timed runs (the median is reported)")->capture_default_str();
-      return [o] {
+      return [o, serve_opts, serve] {
+        if (serve->parsed()) return client::RunServeBenchmark(*serve_opts);
+        if (o->model.model_dir.empty()) Fail("bench needs --model (or the `serve` subcommand)");
         if (o->prompt_len == 0 || o->runs == 0) Fail("--prompt-len and --runs must be positive");
         return RunBench(*o);
       };

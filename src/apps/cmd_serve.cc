@@ -124,9 +124,7 @@ int RunServe(ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
 
-  if (o.kv_cache_dtype != "auto" && o.kv_cache_dtype != "bf16" && o.kv_cache_dtype != "bfloat16")
-    Fail("--kv-cache-dtype ", o.kv_cache_dtype,
-         " is not supported yet: the KV cache is bf16 (use auto or bf16)");
+  const DType kv_dtype = ParseKvCacheDtype(o.kv_cache_dtype);
   if (!(o.memory_utilization > 0 && o.memory_utilization <= 1))
     Fail("--gpu-memory-utilization must be in (0, 1], got ", o.memory_utilization);
   const std::string dir = o.model.model_dir;
@@ -172,7 +170,8 @@ int RunServe(ServeOptions& o) {
     session = ModelSession::Open(o.model, o.parallel);
     if (session->is_worker()) return 0;
     model::Model& m = session->model();
-    const model::KvLayout layout = m.kv_layout();
+    model::KvLayout layout = m.kv_layout();
+    layout.dtype = kv_dtype;
     const size_t weights = m.WeightBytes();
     size_t kv_bytes = o.kv_cache_memory_bytes;
     if (kv_bytes == 0) {
@@ -196,6 +195,7 @@ int RunServe(ServeOptions& o) {
             " tokens = ", blocks * o.block_size, " tokens, ",
             blocks * o.block_size * layout.BytesPerToken(), " bytes; max_model_len ", max_len);
     engine::EngineConfig ec;
+    ec.kv_cache_dtype = kv_dtype;
     ec.scheduler.eos_token_ids = cfg.eos_token_ids;
     ec.scheduler.max_model_len = max_len;
     ec.scheduler.num_kv_blocks = blocks;
@@ -254,9 +254,7 @@ CommandRegistration reg{
           ->capture_default_str();
       sub.add_flag("--enable-auto-tool-choice")
           ->description("Accepted for vLLM compatibility (always on)");
-      sub.add_option("--kv-cache-dtype,--kv_cache_dtype", o->kv_cache_dtype,
-                     "KV cache dtype: auto or bf16 (fp8 not supported yet)")
-          ->capture_default_str();
+      AddKvCacheDtypeOption(sub, o->kv_cache_dtype);
       sub.add_option("--max-model-len", o->max_model_len,
                      "Longest prompt + completion (default: min(max_position_embeddings, what "
                      "the KV cache holds))");

@@ -231,6 +231,7 @@ void LLMEngine::PublishStats() {
   stats_.kv_blocks_total = scheduler_.block_manager().num_blocks();
   stats_.kv_blocks_used = scheduler_.block_manager().num_used_blocks();
   stats_.num_preemptions = scheduler_.num_preemptions();
+  stats_.prefix_cache_hit_tokens = scheduler_.block_manager().stats().hit_tokens;
 }
 
 EngineStats LLMEngine::Stats() const {

@@ -111,6 +111,14 @@ kernels::WeightMatrix WeightReader::Linear(const std::string& name, size_t out, 
   return w;
 }
 
+kernels::WeightMatrix WeightReader::DenseTable(const std::string& name, size_t rows, size_t cols) {
+  const auto& t = loader_.Take(name, {I(rows), I(cols)}, {DType::kBF16});
+  const kernels::WeightMatrix w =
+      kernels::Bf16Matrix(reinterpret_cast<const bf16*>(t.data), rows, cols);
+  bytes_mapped_ += BytesOf(w);
+  return w;
+}
+
 void WeightReader::CheckLinear(const std::string& name, size_t out, size_t in) {
   TakeLinear(name, out, in);
 }

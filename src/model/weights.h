@@ -54,6 +54,10 @@ class WeightReader {
   kernels::WeightMatrix Linear(const std::string& name, size_t out, size_t in);
   kernels::WeightMatrix Linear(const std::string& name, size_t out, size_t in, Slice2D slice);
 
+  // A [rows, cols] bf16 table read as is, whatever the quantization config says (the token
+  // embedding: published FP8 and MXFP4 checkpoints quantize linear layers only).
+  kernels::WeightMatrix DenseTable(const std::string& name, size_t rows, size_t cols);
+
   // Column alignment a slice of this linear's input dim needs (32 for MXFP4, else 1).
   size_t ColumnAlignment(const std::string& name) const;
 

@@ -17,7 +17,7 @@ void RmsNormBlock::Forward(const float* x, size_t rows, float* y) const {
 
 EmbeddingBlock::EmbeddingBlock(WeightReader& weights, const std::string& name, size_t vocab,
                                size_t hidden)
-    : table_(weights.Linear(name, vocab, hidden)) {}
+    : table_(weights.DenseTable(name, vocab, hidden)) {}
 
 void EmbeddingBlock::Forward(const std::vector<int32_t>& ids, float* out) const {
   const size_t h = table_.cols;
