@@ -9,6 +9,10 @@
 #include "core/check.h"
 #include "engine/llm_engine.h"
 #include "engine/prompt_logits.h"
+#include "tokenizer/tokenizer.h"
+
+#include <nlohmann/json.hpp>
+#include <optional>
 
 namespace moeserve::apps {
 namespace {
@@ -17,6 +21,7 @@ struct GenerateOptions {
   ModelOptions model;
   ParallelOptions parallel;
   std::vector<std::string> prompt_ids;
+  std::vector<std::string> prompts;  // text, tokenized with the model's tokenizer
   engine::SamplingParams params;
   std::string output_format = "text";
   std::string logits_out;
@@ -38,6 +43,13 @@ class CollectSink final : public engine::RequestSink {
 int RunGenerate(GenerateOptions& o) {
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& s : o.prompt_ids) prompts.push_back(ParseIdList(s));
+  std::optional<tokenizer::Tokenizer> tok;
+  if (!o.prompts.empty()) {
+    // As vLLM's completions: the tokenizer's own special tokens (BOS) are added.
+    tok = tokenizer::Tokenizer::FromModelDir(o.model.model_dir);
+    for (const auto& text : o.prompts) prompts.push_back(tok->Encode(text));
+  }
+  if (prompts.empty()) Fail("give --prompt TEXT or --prompt-ids 1,2,3");
 
   const DType ec_dtype = ParseKvCacheDtype(o.kv_cache_dtype);
   auto session = ModelSession::Open(o.model, o.parallel);
@@ -76,11 +88,14 @@ int RunGenerate(GenerateOptions& o) {
     std::string ids;
     for (size_t i = 0; i < sink->tokens.size(); ++i)
       ids += (i ? ", " : "") + std::to_string(sink->tokens[i]);
+    const std::string text = tok ? tok->Decode(sink->tokens, /*skip_special_tokens=*/true) : "";
     if (o.output_format == "json") {
-      std::printf("{\"token_ids\": [%s], \"finish_reason\": \"%s\"}\n", ids.c_str(),
-                  engine::FinishReasonName(sink->reason));
+      nlohmann::json j = {{"token_ids", sink->tokens},
+                          {"finish_reason", engine::FinishReasonName(sink->reason)}};
+      if (tok) j["text"] = text;
+      std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
-      std::printf("%s\n", ids.c_str());
+      std::printf("%s\n", tok ? text.c_str() : ids.c_str());
     }
   }
   return 0;
@@ -96,8 +111,10 @@ CommandRegistration reg{
       AddParallelOptions(sub, o->parallel);
       AddKvCacheDtypeOption(sub, o->kv_cache_dtype);
       sub.add_option("--prompt-ids", o->prompt_ids,
-                     "Comma-separated prompt token ids; repeat for several sequences (batched)")
-          ->required();
+                     "Comma-separated prompt token ids; repeat for several sequences (batched)");
+      sub.add_option("--prompt", o->prompts,
+                     "Prompt text (tokenized with the model's tokenizer; the continuation is "
+                     "printed as text); repeat for several");
       sub.add_option("--max-tokens", o->params.max_tokens, "Tokens to generate per prompt")
           ->capture_default_str();
       sub.add_option("--temperature", o->params.temperature, "Sampling temperature (0 = greedy)")
