@@ -1,5 +1,7 @@
 #include "apps/model_session.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -45,6 +47,11 @@ std::vector<std::string>& ProcessArgs() {
     argv[cmd.size() - args.size()] = cmd[cmd.size() - args.size()].data();
   }
   LogInfo("starting ", ranks, " ranks: mpirun -np ", ranks, " ", self, " ...");
+  // A command may have blocked SIGINT/SIGTERM for its own signal thread (serve does); exec keeps the
+  // mask, and mpirun must receive them to stop every rank.
+  sigset_t none;
+  sigemptyset(&none);
+  pthread_sigmask(SIG_SETMASK, &none, nullptr);
   ::execvp("mpirun", argv.data());
   Fail("-tp ", ranks, " needs Open MPI's mpirun on PATH (Debian: apt-get install openmpi-bin): ",
        std::strerror(errno));
