@@ -527,7 +527,8 @@ def main():
     ap.add_argument("--rotary-dim", type=int, default=16)
     ap.add_argument("--experts", type=int, default=8)
     ap.add_argument("--top-k", type=int, default=2)
-    ap.add_argument("--inter", type=int, default=72, help="per-expert intermediate size")
+    ap.add_argument("--inter", type=int, default=96, help="per-expert intermediate size "
+                    "(96: not a multiple of 8 x 32, but of 32, so MXFP4 can quantize it)")
     ap.add_argument("--rope-theta", type=float, default=10000.0)
     ap.add_argument("--max-pos", type=int, default=1024)
     ap.add_argument("--seq-len", type=int, default=640)
@@ -535,7 +536,7 @@ def main():
     ap.add_argument("--short-len", type=int, default=256)
     ap.add_argument("--short-batch", type=int, default=6)
     ap.add_argument("--short-frac", type=float, default=0.7, help="share of steps on short rows")
-    ap.add_argument("--steps", type=int, default=720)
+    ap.add_argument("--steps", type=int, default=1200)
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--bias-rate", type=float, default=2e-3)
