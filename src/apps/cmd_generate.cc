@@ -107,7 +107,7 @@ CommandRegistration reg{
       auto o = std::make_shared<GenerateOptions>();
       o->params.temperature = 0.0f;
       o->params.max_tokens = 16;
-      AddModelOptions(sub, o->model);
+      AddModelOptions(sub, o->model, BundledModelDir());
       AddParallelOptions(sub, o->parallel);
       AddKvCacheDtypeOption(sub, o->kv_cache_dtype);
       sub.add_option("--prompt-ids", o->prompt_ids,

@@ -232,7 +232,7 @@ CommandRegistration reg{
     "serve", "Serve a model over the OpenAI API (completions, chat completions, SSE)",
     [](CLI::App& sub) -> CommandAction {
       auto o = std::make_shared<ServeOptions>();
-      AddModelOptions(sub, o->model);
+      AddModelOptions(sub, o->model, BundledModelDir());
       AddParallelOptions(sub, o->parallel);
       auto& s = o->server;
       sub.add_option("--host", s.host, "Address to listen on")->capture_default_str();

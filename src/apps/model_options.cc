@@ -4,6 +4,8 @@
 
 namespace moeserve::apps {
 
+std::string BundledModelDir() { return std::string(MOESERVE_SOURCE_DIR) + "/models/minimax-m2-tiny"; }
+
 void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& default_model) {
   auto* m = app.add_option("--model", opts.model_dir,
                            "Model folder (Hugging Face layout: config.json, *.safetensors, ...)");

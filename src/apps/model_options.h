@@ -13,6 +13,9 @@ struct ModelOptions {
   size_t threads = 0;  // 0 = all cores
 };
 
+// The bundled model (models/minimax-m2-tiny in the source tree): the default of serve and generate.
+std::string BundledModelDir();
+
 // Adds --model and --threads. `default_model` is used when --model is omitted ("" = required).
 void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& default_model = "");
 
