@@ -14,7 +14,7 @@ namespace {
 
 int RunGsm8k(client::Gsm8kEvalOptions o, const std::string& output_path) {
   const std::string dir = client::FindGsm8kDir(
-      {MOESERVE_SOURCE_DIR "/../shared/data/gsm8k", MOESERVE_SOURCE_DIR "/data/gsm8k"});
+      {MOESERVE_SOURCE_DIR "/data/gsm8k", MOESERVE_SOURCE_DIR "/../shared/data/gsm8k"});
   if (o.data_path.empty() && !dir.empty()) o.data_path = dir + "/test.jsonl";
   if (o.fewshot_data_path.empty() && !dir.empty()) o.fewshot_data_path = dir + "/train.jsonl";
   const bool lm_eval = o.scoring == client::Gsm8kScoring::kLmEval;

@@ -129,7 +129,7 @@ TEST(Gsm8kFilters, MatchPythonOnRandomText) {
 
 // The real data, when present: every test answer scores as its own prediction.
 TEST(Gsm8kData, RealTestAnswersMatchThemselves) {
-  const std::string path = MOESERVE_SOURCE_DIR "/../shared/data/gsm8k/test.jsonl";
+  const std::string path = MOESERVE_SOURCE_DIR "/data/gsm8k/test.jsonl";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "no " << path;
   const auto test = LoadJsonl(path);
   EXPECT_EQ(test.size(), 1319u);
