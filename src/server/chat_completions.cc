@@ -353,18 +353,10 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
         return true;
       },
       [id, created, model, choices, include_usage, prompt_tokens](auto& write) {
-        if (include_usage) {
-          size_t completion_tokens = 0;
-          for (const auto& c : *choices) completion_tokens += c.output_tokens;
-          if (!write(SseEvent({{"id", id},
-                               {"object", "chat.completion.chunk"},
-                               {"created", created},
-                               {"model", model},
-                               {"choices", Json::array()},
-                               {"usage", Usage(prompt_tokens, completion_tokens)}})))
-            return false;
-        }
-        return write(kSseDone);
+        size_t completion_tokens = 0;
+        for (const auto& c : *choices) completion_tokens += c.output_tokens;
+        return WriteSseStreamEnd(write, id, "chat.completion.chunk", created, model, include_usage, prompt_tokens,
+                                 completion_tokens);
       });
 }
 

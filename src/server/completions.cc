@@ -222,18 +222,10 @@ void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib
         return true;
       },
       [id, created, model, choices, include_usage, prompt_tokens](auto& write) {
-        if (include_usage) {
-          size_t completion_tokens = 0;
-          for (const auto& c : *choices) completion_tokens += c.output_tokens;
-          if (!write(SseEvent({{"id", id},
-                               {"object", "text_completion"},
-                               {"created", created},
-                               {"model", model},
-                               {"choices", Json::array()},
-                               {"usage", Usage(prompt_tokens, completion_tokens)}})))
-            return false;
-        }
-        return write(kSseDone);
+        size_t completion_tokens = 0;
+        for (const auto& c : *choices) completion_tokens += c.output_tokens;
+        return WriteSseStreamEnd(write, id, "text_completion", created, model, include_usage, prompt_tokens,
+                                 completion_tokens);
       });
 }
 

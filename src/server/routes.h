@@ -30,10 +30,31 @@ inline std::string SseEvent(const Json& j) {
 }
 inline const char* kSseDone = "data: [DONE]\n\n";
 
+// The end of a streamed response (both endpoints): with stream_options.include_usage, a chunk with
+// no choices carrying the usage, then [DONE]. False when the client has gone.
+template <typename Write>
+bool WriteSseStreamEnd(Write& write, const std::string& id, const char* object, int64_t created,
+                       const std::string& model, bool include_usage, size_t prompt_tokens,
+                       size_t completion_tokens);
+
 inline Json Usage(size_t prompt_tokens, size_t completion_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"total_tokens", prompt_tokens + completion_tokens},
           {"completion_tokens", completion_tokens}};
+}
+
+template <typename Write>
+bool WriteSseStreamEnd(Write& write, const std::string& id, const char* object, int64_t created,
+                       const std::string& model, bool include_usage, size_t prompt_tokens,
+                       size_t completion_tokens) {
+  if (include_usage && !write(SseEvent({{"id", id},
+                                        {"object", object},
+                                        {"created", created},
+                                        {"model", model},
+                                        {"choices", Json::array()},
+                                        {"usage", Usage(prompt_tokens, completion_tokens)}})))
+    return false;
+  return write(kSseDone);
 }
 
 // Runs a non-streamed generation to the end, calling `on_update` for every update. Aborts the
