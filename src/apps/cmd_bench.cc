@@ -64,15 +64,23 @@ int RunBench(const BenchOptions& o) {
   std::printf("moeserve bench: %s, %zu layers, hidden %zu, %zu experts top-%zu, %zu threads x %d rank(s)\n",
               o.model.model_dir.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_experts,
               cfg.num_experts_per_token, pool.num_threads(), comm.size());
-  std::printf("measuring the machine's roofline...\n");
-  const kernels::Roofline roof = kernels::MeasureRoofline(pool);
 
   std::mt19937 rng(1234);
   std::vector<int32_t> prompt(o.prompt_len);
   for (auto& id : prompt) id = static_cast<int32_t>(rng() % vocab);
   std::vector<float> logits(vocab);
   std::vector<double> prefill_tps, decode_tps, prefill_comm, decode_comm;
+  // The roofline is measured again before every run: on a shared machine the bandwidth and the
+  // compute left to this process drift over minutes, and a figure is only comparable with the
+  // roofline of the same moment. Medians of both are reported.
+  std::vector<double> read_gbps, bf16_gflops, f32_gflops;
   for (size_t run = 0; run < o.runs + 1; ++run) {  // run 0 warms caches and page tables
+    if (run > 0) {
+      const kernels::Roofline roof = kernels::MeasureRoofline(pool);
+      read_gbps.push_back(roof.read_gbps);
+      bf16_gflops.push_back(roof.bf16_fma_gflops);
+      f32_gflops.push_back(roof.f32_fma_gflops);
+    }
     model::Batch prefill;
     prefill.token_ids = prompt;
     prefill.seqs.push_back({prompt.size(), 0, table});
@@ -98,14 +106,18 @@ int RunBench(const BenchOptions& o) {
     decode_comm.push_back(decode_c / decode_s);
     prefill_tps.push_back(prompt.size() / prefill_s);
     decode_tps.push_back(o.decode_tokens / decode_s);
-    std::printf("  run %zu: prefill %.1f tok/s, decode %.2f tok/s\n", run, prefill_tps.back(),
-                decode_tps.back());
+    std::printf("  run %zu: prefill %.1f tok/s, decode %.2f tok/s  (roofline: read %.1f GB/s, bf16 %.0f GFLOP/s)\n",
+                run, prefill_tps.back(), decode_tps.back(), read_gbps.back(), bf16_gflops.back());
   }
   const double p = Median(prefill_tps), d = Median(decode_tps);
+  kernels::Roofline roof;
+  roof.read_gbps = Median(read_gbps);
+  roof.bf16_fma_gflops = Median(bf16_gflops);
+  roof.f32_fma_gflops = Median(f32_gflops);
   const double flops = PrefillFlopsPerToken(cfg, o.prompt_len);
   const double bytes = static_cast<double>(model->DecodeBytesPerToken());
   const double gflops = p * flops / 1e9, gbps = d * bytes / 1e9;
-  std::printf("\nmachine: read bandwidth %.1f GB/s, bf16 FMA peak %.0f GFLOP/s, f32 FMA peak %.0f GFLOP/s\n",
+  std::printf("\nmachine (medians of the per-run probes): read bandwidth %.1f GB/s, bf16 FMA peak %.0f GFLOP/s, f32 FMA peak %.0f GFLOP/s\n",
               roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops);
   std::printf("prefill (%zu-token prompt): %.1f tok/s = %.1f GFLOP/s = %.0f%% of the bf16 peak  [median of %zu]\n",
               o.prompt_len, p, gflops, 100 * gflops / roof.bf16_fma_gflops, o.runs);

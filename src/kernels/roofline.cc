@@ -77,16 +77,17 @@ Roofline MeasureRoofline(ThreadPool& pool) {
   std::free(buf);
   roof.read_gbps = pass * sizeof(float) / read_s / 1e9;
 
-  // Compute peaks: ~2 ms per run (short, for the same reason), independent chains in registers,
-  // all threads, best of 30.
+  // Compute peaks: ~1 ms per run (short, for the same reason), independent chains in registers,
+  // all threads, best of 30: with only a few runs, one preempted thread on a shared machine
+  // halved the 2-thread figure.
   const size_t iters = 200'000;
   std::vector<float> fsinks(threads);
   if (isa == Isa::kAvx512Bf16) {
     const double s = BestSeconds(
-        pool, 3, [&](size_t t, size_t) { avx512bf16::Bf16DotChains(iters, &fsinks[t]); });
+        pool, 30, [&](size_t t, size_t) { avx512bf16::Bf16DotChains(iters, &fsinks[t]); });
     roof.bf16_fma_gflops = threads * iters * 12.0 * 64 / s / 1e9;
     const double f = BestSeconds(
-        pool, 3, [&](size_t t, size_t) { avx512bf16::F32FmaChains(iters, &fsinks[t]); });
+        pool, 30, [&](size_t t, size_t) { avx512bf16::F32FmaChains(iters, &fsinks[t]); });
     roof.f32_fma_gflops = threads * iters * 12.0 * 32 / f / 1e9;
   } else if (isa >= Isa::kAvx2) {
     const double f =
