@@ -35,6 +35,7 @@ struct ServeOptions {
   size_t kv_cache_memory_bytes = 0;  // 0 = from memory_utilization
   size_t max_num_seqs = 256;
   size_t max_num_batched_tokens = 2048;
+  size_t long_prefill_token_threshold = 0;
   size_t block_size = 16;
   bool no_prefix_caching = false;
   std::string chat_template_file;
@@ -202,6 +203,7 @@ int RunServe(ServeOptions& o) {
     ec.scheduler.block_size = o.block_size;
     ec.scheduler.max_num_seqs = o.max_num_seqs;
     ec.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
+    ec.scheduler.long_prefill_token_threshold = o.long_prefill_token_threshold;
     ec.scheduler.prefix_caching = !o.no_prefix_caching;
     ec.scheduler.seed = o.seed;
     auto llm = std::make_unique<engine::LLMEngine>(m, ec, session->context());
@@ -266,6 +268,10 @@ CommandRegistration reg{
       sub.add_option("--max-num-seqs", o->max_num_seqs, "Sequences running at once")
           ->capture_default_str();
       sub.add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per step")
+          ->capture_default_str();
+      sub.add_option("--long-prefill-token-threshold", o->long_prefill_token_threshold,
+                     "Most prompt tokens one request computes per step (0: no cap below "
+                     "--max-num-batched-tokens)")
           ->capture_default_str();
       sub.add_option("--block-size", o->block_size, "KV cache block size in tokens")
           ->check(CLI::Range(1, 1024))

@@ -147,6 +147,9 @@ ScheduledStep Scheduler::Schedule() {
   ScheduledStep step;
   size_t budget = config_.max_num_batched_tokens;
   const std::vector<Sequence*> running = running_;  // Preempt edits running_
+  const size_t chunk_cap = config_.long_prefill_token_threshold > 0
+                               ? config_.long_prefill_token_threshold
+                               : config_.max_num_batched_tokens;
 
   // 1. Decodes, oldest first.
   for (Sequence* seq : running) {
@@ -160,7 +163,7 @@ ScheduledStep Scheduler::Schedule() {
   for (Sequence* seq : running) {
     if (seq->status_ != SeqStatus::kRunning || !seq->is_prefilling() || IsScheduled(seq)) continue;
     if (budget == 0 || step.seqs.size() >= config_.max_num_seqs) break;
-    const size_t n = std::min(seq->num_tokens() - seq->num_computed_tokens_, budget);
+    const size_t n = std::min({seq->num_tokens() - seq->num_computed_tokens_, budget, chunk_cap});
     if (!EnsureBlocks(seq, seq->num_computed_tokens_ + n, step)) continue;
     Push(step, seq, n);
     budget -= n;
@@ -175,7 +178,7 @@ ScheduledStep Scheduler::Schedule() {
     const bool wants_prompt_rows = seq->params().prompt_logprobs >= 0 && seq->num_output_tokens() == 0;
     const auto lookup = wants_prompt_rows ? tokens.first(1) : tokens;
     const size_t cached = blocks_.CachedPrefixTokens(lookup);
-    const size_t n = std::min(tokens.size() - cached, budget);
+    const size_t n = std::min({tokens.size() - cached, budget, chunk_cap});
     if (!blocks_.CanAllocate(lookup, cached + n)) break;
     MOESERVE_CHECK(blocks_.Allocate(seq->blocks_, lookup, cached + n) == cached);
     waiting_.pop_front();

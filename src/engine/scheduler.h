@@ -13,8 +13,9 @@
 // Policy:
 //  - Running sequences that are decoding are scheduled first (one token each, oldest first),
 //    then running sequences still computing their prompt, then waiting ones in arrival order,
-//    each taking as many tokens as the remaining budget allows (chunked prefill). A waiting
-//    sequence that does not fit stops admission (strict FCFS: nobody jumps the queue).
+//    each taking as many tokens as the remaining budget (and long_prefill_token_threshold)
+//    allows (chunked prefill). A waiting sequence that does not fit stops admission (strict
+//    FCFS: nobody jumps the queue).
 //  - KV blocks are allocated step by step for the tokens scheduled. When a sequence cannot get
 //    a block, the most recently arrived running sequence not yet scheduled in this step is
 //    preempted (possibly the sequence itself): its blocks are freed, its computed-token count
@@ -44,6 +45,11 @@ namespace moeserve::engine {
 
 struct SchedulerConfig {
   size_t max_num_batched_tokens = 2048;  // tokens per step, all sequences together
+  // Most prompt tokens one sequence computes in a step (vLLM's long_prefill_token_threshold);
+  // 0: only max_num_batched_tokens limits it. A lower cap spreads a burst of prompts over
+  // several steps (first tokens arrive in turn rather than all after the whole burst) and bounds
+  // how long one long prompt stalls the running decodes.
+  size_t long_prefill_token_threshold = 0;
   size_t max_num_seqs = 256;             // sequences running at once
   size_t max_model_len = 4096;           // prompt + output tokens of one sequence
   size_t num_kv_blocks = 0;
