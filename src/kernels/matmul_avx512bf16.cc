@@ -107,9 +107,29 @@ void PackPanel(const bf16* w, size_t row_stride, size_t k, size_t rows, bf16* pa
   }
 }
 
+// Software prefetch of the weight rows of the panel after the current one, spread over the
+// current panel's tiles: packing reads its panel from DRAM (a model's weights are far larger
+// than the LLC), and without this the read is a stall between two panels' compute instead of
+// overlapping it.
+struct PanelPrefetch {
+  const char* base = nullptr;  // first row of the next panel
+  size_t row_stride_bytes = 0;
+  size_t lines_per_row = 0;
+  size_t total = 0;  // lines in the next panel; 0: nothing to prefetch
+  size_t next = 0;
+  size_t per_pair = 0;  // lines per k pair in the tile being computed
+
+  inline void Issue() {
+    for (size_t i = 0; i < per_pair && next < total; ++i, ++next) {
+      const size_t row = next / lines_per_row, line = next % lines_per_row;
+      _mm_prefetch(base + row * row_stride_bytes + line * 64, _MM_HINT_T1);
+    }
+  }
+};
+
 template <int M>
 void GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, size_t pairs, float* y, size_t ldy,
-              size_t rows, bool accumulate) {
+              size_t rows, bool accumulate, PanelPrefetch* pf) {
   __m512 acc[M][2];
   for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
   const int32_t* x32[M];
@@ -122,6 +142,7 @@ void GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, size_t pairs, float
       acc[t][0] = _mm512_dpbf16_ps(acc[t][0], AsBh(xv), AsBh(w0));
       acc[t][1] = _mm512_dpbf16_ps(acc[t][1], AsBh(xv), AsBh(w1));
     }
+    if (pf->next < pf->total) pf->Issue();
   }
   const __mmask16 m0 = TailMask16(rows), m1 = TailMask16(rows > 16 ? rows - 16 : 0);
   for (int t = 0; t < M; ++t) {
@@ -130,7 +151,8 @@ void GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, size_t pairs, float
   }
 }
 
-using TileFn = void (*)(const bf16*, size_t, const bf16*, size_t, float*, size_t, size_t, bool);
+using TileFn = void (*)(const bf16*, size_t, const bf16*, size_t, float*, size_t, size_t, bool,
+                       PanelPrefetch*);
 constexpr TileFn kTiles[kTileTokens + 1] = {
     nullptr,     GemmTile<1>, GemmTile<2>, GemmTile<3>,  GemmTile<4>,  GemmTile<5>, GemmTile<6>,
     GemmTile<7>, GemmTile<8>, GemmTile<9>, GemmTile<10>, GemmTile<11>, GemmTile<12>};
@@ -195,15 +217,27 @@ size_t PackElemsGemmBf16(size_t k) {
 void GemmBf16(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_stride, size_t k,
               size_t rows, float* y, size_t ldy, bool accumulate, bf16* pack) {
   const size_t pairs = (k + 1) / 2;
+  const size_t tiles = (m + kTileTokens - 1) / kTileTokens;
   for (size_t n = 0; n < rows; n += kPanel) {
     const size_t panel_rows = rows - n < kPanel ? rows - n : kPanel;
     PackPanel(w + n * row_stride, row_stride, k, panel_rows, pack);
+    PanelPrefetch pf;
+    if (n + kPanel < rows) {
+      const size_t next_rows = rows - n - kPanel < kPanel ? rows - n - kPanel : kPanel;
+      pf.base = reinterpret_cast<const char*>(w + (n + kPanel) * row_stride);
+      pf.row_stride_bytes = row_stride * sizeof(bf16);
+      pf.lines_per_row = (k * sizeof(bf16) + 63) / 64;
+      pf.total = next_rows * pf.lines_per_row;
+      const size_t iterations = tiles * pairs;
+      pf.per_pair = (pf.total + iterations - 1) / iterations;
+    }
     size_t t = 0;
     for (; t + kTileTokens <= m; t += kTileTokens)
       GemmTile<kTileTokens>(xb + t * ldxb, ldxb, pack, pairs, y + t * ldy + n, ldy, panel_rows,
-                            accumulate);
+                            accumulate, &pf);
     if (t < m)
-      kTiles[m - t](xb + t * ldxb, ldxb, pack, pairs, y + t * ldy + n, ldy, panel_rows, accumulate);
+      kTiles[m - t](xb + t * ldxb, ldxb, pack, pairs, y + t * ldy + n, ldy, panel_rows, accumulate,
+                    &pf);
   }
 }
 
