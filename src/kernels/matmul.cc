@@ -183,6 +183,49 @@ PreparedX PrepareX(Isa isa, DType w_dtype, const float* x, size_t ldx, size_t m,
   return px;
 }
 
+PreparedX PrepareXParallel(Isa isa, DType w_dtype, const float* x, size_t ldx, const size_t* rows,
+                           size_t m, size_t k, ScratchBuffer& buf, ThreadPool& pool) {
+  auto src = [&](size_t i) { return x + (rows ? rows[i] : i) * ldx; };
+  PreparedX px;
+  px.m = m;
+  if (w_dtype == DType::kF32) {
+    if (!rows) {
+      px.f32 = x;
+      px.ld = ldx;
+      return px;
+    }
+    float* out = buf.As<float>(m * k);
+    pool.ParallelFor(m, 1, [&](size_t i0, size_t i1) {
+      for (size_t i = i0; i < i1; ++i) std::memcpy(out + i * k, src(i), k * sizeof(float));
+    });
+    px.f32 = out;
+    px.ld = k;
+    return px;
+  }
+  px.ld = (k + 31) / 32 * 32;  // as PrepareX: zero padded to whole vectors
+  if (isa == Isa::kAvx512Bf16) {
+    bf16* out = buf.As<bf16>(m * px.ld);
+    pool.ParallelFor(m, 1, [&](size_t i0, size_t i1) {
+      for (size_t i = i0; i < i1; ++i) avx512bf16::ToBf16Rows(src(i), ldx, 1, k, out + i * px.ld, px.ld);
+    });
+    px.b16 = out;
+    return px;
+  }
+  float* out = buf.As<float>(m * px.ld);
+  pool.ParallelFor(m, 1, [&](size_t i0, size_t i1) {
+    for (size_t i = i0; i < i1; ++i) {
+      if (isa == Isa::kScalar) {
+        for (size_t j = 0; j < k; ++j) out[i * px.ld + j] = RoundToBf16(src(i)[j]);
+        std::fill(out + i * px.ld + k, out + (i + 1) * px.ld, 0.0f);
+      } else {
+        avx2::RoundRowsToBf16(src(i), ldx, 1, k, out + i * px.ld, px.ld);
+      }
+    }
+  });
+  px.f32 = out;
+  return px;
+}
+
 size_t MatMulRowGrain(Isa isa, size_t m) {
   if (isa == Isa::kScalar) return 8;
   if (m < kGemmMinM) return 8;
@@ -226,7 +269,9 @@ void MatMul(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* 
     return;
   }
   const Isa isa = BestIsa();
-  const PreparedX px = PrepareX(isa, w.dtype, x, ldx, m, w.cols, tl_x);
+  const PreparedX px = m >= kGemmMinM
+                           ? PrepareXParallel(isa, w.dtype, x, ldx, nullptr, m, w.cols, tl_x, pool)
+                           : PrepareX(isa, w.dtype, x, ldx, m, w.cols, tl_x);
   pool.ParallelFor(w.rows, MatMulRowGrain(isa, m), [&](size_t n0, size_t n1) {
     MatMulRows(isa, px, w, n0, n1, y, ldy, accumulate);
   });

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "kernels/internal.h"
+#include "runtime/thread_pool.h"
 #include "kernels/weights.h"
 #include "runtime/cpu_features.h"
 
@@ -38,6 +39,13 @@ void CheckWeight(const WeightMatrix& w);
 // formats' kF8E4M3 / kU8) gets the bf16 preparation. Runs on the calling thread.
 PreparedX PrepareX(Isa isa, DType w_dtype, const float* x, size_t ldx, size_t m, size_t k,
                    ScratchBuffer& buf);
+
+// The same over the pool's threads, row i of the result taken from x row rows[i] (rows: null for
+// the identity). With a gather and f32 weights the rows are copied into `buf`. Replaces a serial
+// gather-then-convert that cost MoE prefill two full passes over [tokens × top-k, hidden] on one
+// thread while the other waited.
+PreparedX PrepareXParallel(Isa isa, DType w_dtype, const float* x, size_t ldx, const size_t* rows,
+                           size_t m, size_t k, ScratchBuffer& buf, ThreadPool& pool);
 
 // y[t, n] for n in [n0, n1): any thread may call it (scratch is thread_local).
 void MatMulRows(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,

@@ -43,7 +43,7 @@ struct MoeScratch {
   std::vector<size_t> slot_of;        // [T * k] -> row in the gathered matrices (or SIZE_MAX)
   std::vector<size_t> token_of;       // [rows]
   std::vector<size_t> active;         // experts with rows, in index order
-  ScratchBuffer gathered, xprep, gate_up, act, aprep, down;
+  ScratchBuffer xprep, gate_up, act, aprep, down;
 };
 
 // [begin, end) of thread t's share of n rows, in multiples of grain.
@@ -162,10 +162,9 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
     }
   }
   const Isa isa = BestIsa();
-  float* gathered = sc.gathered.As<float>(rows * hidden);
-  for (size_t r = 0; r < rows; ++r)
-    std::memcpy(gathered + r * hidden, x + sc.token_of[r] * ldx, hidden * sizeof(float));
-  const PreparedX px = PrepareX(isa, dt1, gathered, hidden, rows, hidden, sc.xprep);
+  // Each routed (token, slot) row converted straight from x, on all threads.
+  const PreparedX px =
+      PrepareXParallel(isa, dt1, x, ldx, sc.token_of.data(), rows, hidden, sc.xprep, pool);
 
   // Run 1: gate and up into gate_up [rows, 2I] (gate in columns 0..I, up in I..2I).
   float* gate_up = sc.gate_up.As<float>(rows * 2 * inter);
@@ -191,7 +190,7 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
       SiluMulIsa(isa, gate_up + r * 2 * inter, gate_up + r * 2 * inter + inter, act + r * inter,
                  inter);
   });
-  const PreparedX pa = PrepareX(isa, dt2, act, inter, rows, inter, sc.aprep);
+  const PreparedX pa = PrepareXParallel(isa, dt2, act, inter, nullptr, rows, inter, sc.aprep, pool);
   // Run 3: down projection into down [rows, H].
   float* down = sc.down.As<float>(rows * hidden);
   pool.Run([&](size_t t, size_t threads) {
