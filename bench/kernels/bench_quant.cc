@@ -1,7 +1,12 @@
 // bench_quant: MatMul / MoeExperts on FP8-block and MXFP4 weights and attention over an FP8 KV
 // cache, on the MiniMax-M2.1 shapes, beside this machine's measured roofline. Bandwidth figures
 // count the bytes actually read (codes + scales, or K/V codes + scales). Median of the runs.
-//   bench_quant [--runs N] [--threads N] [--quick]
+// The GEMV rows interleave a read-bandwidth probe of the same size with every kernel run (the host
+// is shared and its bandwidth drifts by 30%+ between seconds), and print the kernel's median GB/s
+// beside the probe's median and their ratio.
+//   bench_quant [--runs N] [--threads N] [--quick] [--gemv] [--hot]
+// --gemv: only the GEMV rows. --hot: only the GEMV rows, on one LLC-resident weight and without
+// the probe (decode throughput; the "read" column is meaningless then).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +18,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/internal.h"
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
 #include "kernels/quant.h"
@@ -83,6 +89,80 @@ struct Shape {
   size_t rows, cols;
 };
 
+// Streaming read of `bytes` from a 512 MiB buffer, one contiguous share per thread, with the
+// kernels' own read loop (SumBuffer, as MeasureRoofline); successive calls walk the buffer, so the
+// bytes were last touched 512 MiB of reads ago and come from DRAM.
+class ReadProbe {
+ public:
+  explicit ReadProbe(ThreadPool& pool) : pool_(pool), sinks_(pool.num_threads()) {
+    buf_ = static_cast<float*>(std::aligned_alloc(4096, kFloats * sizeof(float)));
+    pool_.Run([&](size_t t, size_t nt) {
+      const size_t part = kFloats / nt;
+      std::fill(buf_ + t * part, buf_ + (t + 1 == nt ? kFloats : (t + 1) * part), 1.0f);
+    });
+  }
+  ~ReadProbe() { std::free(buf_); }
+  // Seconds to read `bytes` (rounded to whole cache lines per thread).
+  double Seconds(size_t bytes) {
+    const size_t n = std::min(bytes / sizeof(float), kFloats / 2);
+    if (pos_ + n > kFloats) pos_ = 0;
+    const double t0 = Now();
+    pool_.Run([&](size_t t, size_t nt) {
+      const size_t chunk = n / nt / 16 * 16;
+      const float* p = buf_ + pos_ + t * chunk;
+      sinks_[t] = BestIsa() == Isa::kAvx512Bf16 ? avx512bf16::SumBuffer(p, chunk)
+                                                : avx2::SumBuffer(p, chunk);
+    });
+    const double s = Now() - t0;
+    pos_ += n;
+    return s;
+  }
+
+ private:
+  static constexpr size_t kFloats = (size_t{512} << 20) / sizeof(float);
+  ThreadPool& pool_;
+  std::vector<double> sinks_;
+  float* buf_ = nullptr;
+  size_t pos_ = 0;
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// MatMul with m tokens on a quantized [rows, cols] weight: `runs` rounds of (read probe, kernel).
+// hot: one weight, resident in the LLC after the first run, and no probe: the kernel's decode
+// throughput, what it would reach on memory faster than the decode.
+void BenchGemv(ThreadPool& pool, ReadProbe& probe, int runs, WeightFormat fmt, const Shape& s,
+               size_t m, const float* x, float* y, bool hot) {
+  const size_t one = MakeWeight(fmt, 128, s.cols, 0).bytes * s.rows / 128;
+  const size_t copies = hot ? 1 : std::max<size_t>(2, (160u << 20) / one);
+  std::vector<QWeight> w;
+  for (size_t c = 0; c < copies; ++c) w.push_back(MakeWeight(fmt, s.rows, s.cols, c + 1));
+  const double bytes = w[0].bytes;
+  std::vector<double> kernel_gbps, probe_gbps, ratio;
+  for (int r = -1; r < runs; ++r) {  // round -1 warms up
+    const double probe_s = hot ? 1.0 : probe.Seconds(w[0].bytes);
+    const double t0 = Now();
+    MatMul(x, s.cols, m, w[(r + 1) % copies].view, y, s.rows, pool);
+    const double kernel_s = Now() - t0;
+    if (r < 0) continue;
+    kernel_gbps.push_back(bytes / kernel_s / 1e9);
+    probe_gbps.push_back(bytes / probe_s / 1e9);
+    ratio.push_back(kernel_gbps.back() / probe_gbps.back());
+  }
+  const double k_med = Median(kernel_gbps), p_med = Median(probe_gbps);
+  std::printf(
+      "  %-10s [%5zu,%5zu] m=%zu %8.1f us  %6.1f GB/s | read %6.1f GB/s | %3.0f%% (median of "
+      "per-run ratios %3.0f%%)  best run %.1f GB/s = %.0f%% of best read %.1f\n",
+      s.name, s.rows, s.cols, m, bytes / k_med / 1e3, k_med, p_med, 100 * k_med / p_med,
+      100 * Median(ratio), *std::max_element(kernel_gbps.begin(), kernel_gbps.end()),
+      100 * *std::max_element(kernel_gbps.begin(), kernel_gbps.end()) /
+          *std::max_element(probe_gbps.begin(), probe_gbps.end()),
+      *std::max_element(probe_gbps.begin(), probe_gbps.end()));
+}
+
 void BenchAttention(const Roofline& roof, ThreadPool& pool, int runs, bool fp8) {
   // Decode: 8 sequences × 4096 cached tokens, one rank of MiniMax-M2.1 at tp=1 (48 q heads,
   // 8 kv heads, head_dim 128), block 16. K+V bytes: 134 MB bf16, 69 MB fp8: beyond the LLC.
@@ -148,7 +228,7 @@ void BenchAttention(const Roofline& roof, ThreadPool& pool, int runs, bool fp8) 
 int Main(int argc, char** argv) {
   int runs = 11;
   size_t threads = 0;
-  bool quick = false;
+  bool quick = false, gemv_only = false, hot = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--runs") && i + 1 < argc)
       runs = std::atoi(argv[++i]);
@@ -156,38 +236,38 @@ int Main(int argc, char** argv) {
       threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick"))
       quick = true;
+    else if (!std::strcmp(argv[i], "--gemv"))
+      gemv_only = true;
+    else if (!std::strcmp(argv[i], "--hot"))
+      gemv_only = hot = true;
   }
   runs = std::max(runs, 5);
   ThreadPool pool(threads);
   std::printf("isa %s, %zu threads, median of %d runs\n", IsaName(BestIsa()).c_str(),
               pool.num_threads(), runs);
-  const Roofline roof = MeasureRoofline(pool);
-  std::printf("roofline: read %.1f GB/s, bf16 dot %.0f GFLOP/s, f32 FMA %.0f GFLOP/s\n\n",
-              roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops);
+  Roofline roof;
+  if (!gemv_only) {
+    roof = MeasureRoofline(pool);
+    std::printf("roofline: read %.1f GB/s, bf16 dot %.0f GFLOP/s, f32 FMA %.0f GFLOP/s\n\n",
+                roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops);
+  }
   const Shape shapes[] = {{"expert w1", 1536, 3072}, {"expert w2", 3072, 1536}};
   std::mt19937 rng(1);
   std::vector<float> x(512 * 3072), y(512 * 3072);
   for (float& v : x) v = (static_cast<int>(rng() % 2001) - 1000) * 1e-3f;
 
+  ReadProbe probe(pool);
   for (WeightFormat fmt : {WeightFormat::kFp8Block, WeightFormat::kMxfp4}) {
-    std::printf("GEMV m=1, %s (weights cycled through > 4x LLC so every byte comes from DRAM)\n",
-                FormatName(fmt));
-    for (const Shape& s : shapes) {
-      const size_t one = MakeWeight(fmt, 128, s.cols, 0).bytes * s.rows / 128;
-      const size_t copies = std::max<size_t>(2, (160u << 20) / one);
-      std::vector<QWeight> w;
-      for (size_t c = 0; c < copies; ++c) w.push_back(MakeWeight(fmt, s.rows, s.cols, c + 1));
-      const Timing tm = Time(runs * 4, [&](int r) {
-        MatMul(x.data(), s.cols, 1, w[r % copies].view, y.data(), s.rows, pool);
-      });
-      const double bytes = w[0].bytes;
-      const double gbps = bytes / tm.median_s / 1e9, best = bytes / tm.best_s / 1e9;
-      std::printf(
-          "  %-10s [%5zu,%5zu] %8.1f us  %6.1f GB/s = %3.0f%% of read roofline "
-          "(best run %.1f GB/s = %.0f%%)\n",
-          s.name, s.rows, s.cols, tm.median_s * 1e6, gbps, 100 * gbps / roof.read_gbps, best,
-          100 * best / roof.read_gbps);
-    }
+    std::printf(
+        "GEMV, %s (weights cycled through > 4x LLC so every byte comes from DRAM; read probe of "
+        "the same bytes before each run)\n",
+        FormatName(fmt));
+    for (const Shape& s : shapes)
+      for (size_t m : {1, 2, 4, 7}) {
+        if (!gemv_only && m != 1 && m != 4) continue;
+        BenchGemv(pool, probe, runs * 4, fmt, s, m, x.data(), y.data(), hot);
+      }
+    if (gemv_only) continue;
     const size_t m = 512;
     std::printf("GEMM m=%zu, %s\n", m, FormatName(fmt));
     for (const Shape& s : shapes) {
@@ -231,6 +311,7 @@ int Main(int argc, char** argv) {
     }
     std::printf("\n");
   }
+  if (gemv_only) return 0;
   std::printf("Attention decode (48 q / 8 kv heads, head_dim 128, block 16)\n");
   BenchAttention(roof, pool, runs, false);
   BenchAttention(roof, pool, runs, true);
