@@ -1,4 +1,20 @@
-// Attention tile with AVX-512 vector primitives (built with the AVX-512 BF16 flags).
+// Attention tile with AVX-512 (built with the AVX-512 BF16 flags).
+//
+// The fast tile (FastTile below) visits keys 16 at a time, a "chunk" of consecutive positions
+// that may span cache blocks of any size, for all rows of the work item at once (row = query of
+// the tile x q head of the kv head's group):
+//   1. K of the chunk is transposed once into kt [head_dim][16 keys] f32 (bf16 pairs or 4 e4m3
+//      codes per dword: one 16x16 dword transpose covers 32 bf16 or 64 fp8 dims), and V widened
+//      into v [16 keys][head_dim] f32. Both are shared by every row of the item.
+//   2. Scores: for up to 8 rows at a time, score vector (lane = key) += q[r][j] (broadcast) x
+//      kt[j], over j < head_dim: pure FMAs, no horizontal sums.
+//   3. Online softmax per row on the score vector: masked (causal end, partial chunk), one
+//      horizontal max, vector exp (simd_math_avx512.h, ~2e-7 relative), one horizontal sum.
+//   4. P.V for up to 4 rows at a time, 64 output columns (4 zmm per row) in registers across the
+//      chunk's keys; the row's accumulator is rescaled as it is loaded.
+// Numerics as the generic tile and AttentionReference: q, scores, softmax and sums in f32, K and
+// V dequantized exactly (bf16 -> f32, e4m3 x scale with one f32 rounding); only summation order
+// (and the exp) differ.
 #include <immintrin.h>
 
 #include <cmath>
@@ -67,10 +83,309 @@ void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
 
 #include "kernels/attention_tile.h"
 
+constexpr size_t kKeys = 16;         // keys per chunk: one score vector
+constexpr size_t kMaxHeadDim = 256;  // bound of the chunk scratch below; larger: generic tile
+constexpr size_t kQkRows = 8;        // rows per score pass (8 FMA chains, kt loaded once)
+constexpr size_t kPvRows = 4;        // rows per P.V pass (4 x 4 zmm accumulators)
+
+// Chunk scratch, per thread (the tile's own scratch is sized per cache block, which may be
+// smaller than a chunk). 32 KB per thread.
+alignas(64) thread_local float t_kt[kMaxHeadDim * kKeys];  // K^T: [head_dim][16 keys]
+alignas(64) thread_local float t_v[kKeys * kMaxHeadDim];   // V: [16 keys][head_dim rounded to 16]
+
+// In-place transpose of 16 rows of 16 dwords: afterwards r[m] lane p = old r[p] lane m.
+inline void Transpose16x16(__m512i r[16]) {
+  __m512i a[16], b[16];
+  for (int k = 0; k < 8; ++k) {
+    a[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+    a[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+  }
+  // b[4k + c], 128-bit lane L: rows 4k..4k+3 of column 4L + c.
+  for (int k = 0; k < 4; ++k) {
+    b[4 * k + 0] = _mm512_unpacklo_epi64(a[4 * k], a[4 * k + 2]);
+    b[4 * k + 1] = _mm512_unpackhi_epi64(a[4 * k], a[4 * k + 2]);
+    b[4 * k + 2] = _mm512_unpacklo_epi64(a[4 * k + 1], a[4 * k + 3]);
+    b[4 * k + 3] = _mm512_unpackhi_epi64(a[4 * k + 1], a[4 * k + 3]);
+  }
+  // 4x4 transpose of 128-bit lanes across b[c], b[4 + c], b[8 + c], b[12 + c].
+  for (int c = 0; c < 4; ++c) {
+    const __m512i u0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x44);
+    const __m512i u1 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xee);
+    const __m512i u2 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x44);
+    const __m512i u3 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xee);
+    r[c] = _mm512_shuffle_i32x4(u0, u2, 0x88);
+    r[4 + c] = _mm512_shuffle_i32x4(u0, u2, 0xdd);
+    r[8 + c] = _mm512_shuffle_i32x4(u1, u3, 0x88);
+    r[12 + c] = _mm512_shuffle_i32x4(u1, u3, 0xdd);
+  }
+}
+
+// kt[j][p] = K[p][j] for j < d, p < 16; keys p >= nk are zero.
+void TransposeKeysBf16(const bf16* const rows[kKeys], size_t nk, size_t d, float* kt) {
+  const __m512i hi = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  for (size_t j0 = 0; j0 < d; j0 += 32) {
+    const size_t n = MinSize(32, d - j0);
+    const __mmask32 m = TailMask32(n);
+    __m512i r[16];
+    for (size_t p = 0; p < kKeys; ++p)
+      r[p] = p < nk ? _mm512_maskz_loadu_epi16(m, rows[p] + j0) : _mm512_setzero_si512();
+    Transpose16x16(r);
+    // r[i] lane p holds the bf16 pair (2i, 2i + 1) of key p: low half -> f32 by a shift, high
+    // half by clearing the low one.
+    float* dst = kt + j0 * kKeys;
+    if (n == 32) {
+      for (int i = 0; i < 16; ++i) {
+        _mm512_store_ps(dst + (2 * i) * kKeys, _mm512_castsi512_ps(_mm512_slli_epi32(r[i], 16)));
+        _mm512_store_ps(dst + (2 * i + 1) * kKeys,
+                        _mm512_castsi512_ps(_mm512_and_si512(r[i], hi)));
+      }
+    } else {
+      for (size_t j = 0; j < n; ++j) {
+        const __m512i x = r[j / 2];
+        _mm512_store_ps(dst + j * kKeys, _mm512_castsi512_ps(j % 2 ? _mm512_and_si512(x, hi)
+                                                                   : _mm512_slli_epi32(x, 16)));
+      }
+    }
+  }
+}
+
+// e4m3 byte `kByte` of each dword of x -> f32 value · 2^-120 (exactly as WidenFp8: magnitude bits
+// at 20..26, sign at 31): move the byte to the top, shift right 4 arithmetically, mask.
+template <int kByte>
+inline __m512 Fp8ByteBits(__m512i x) {
+  if constexpr (kByte < 3) x = _mm512_slli_epi32(x, 24 - 8 * kByte);
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_srai_epi32(x, 4),
+                                              _mm512_set1_epi32(static_cast<int>(0x87f00000u))));
+}
+
+// kt[j][p] = e4m3(K[p][j]) · scale[p], rounded once to f32 as WidenFp8 (keys p >= nk: zero).
+// (bits · 2^120) · s is computed as bits · (s · 2^120) when s · 2^120 is finite: both factors
+// are exact, so the one rounding of the same real product is the same.
+void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, size_t nk, size_t d,
+                      float* kt) {
+  const __m512 s = _mm512_maskz_loadu_ps(TailMask16(nk), scales);
+  const __m512 s120 = _mm512_mul_ps(s, _mm512_set1_ps(0x1p120f));
+  const bool fused =
+      _mm512_cmp_ps_mask(s120, _mm512_set1_ps(INFINITY), _CMP_LT_OQ) == __mmask16(0xffff);
+  const __m512 f1 = fused ? s120 : _mm512_set1_ps(0x1p120f);
+  auto store = [&](float* dst, __m512 bits) {
+    __m512 x = _mm512_mul_ps(bits, f1);
+    if (!fused) x = _mm512_mul_ps(x, s);
+    _mm512_store_ps(dst, x);
+  };
+  for (size_t j0 = 0; j0 < d; j0 += 64) {
+    const size_t n = MinSize(64, d - j0);
+    const __mmask64 m = n == 64 ? ~__mmask64(0) : (__mmask64(1) << n) - 1;
+    __m512i r[16];
+    for (size_t p = 0; p < kKeys; ++p)
+      r[p] = p < nk ? _mm512_maskz_loadu_epi8(m, rows[p] + j0) : _mm512_setzero_si512();
+    Transpose16x16(r);
+    // r[i] lane p holds codes 4i .. 4i + 3 of key p.
+    float* dst = kt + j0 * kKeys;
+    if (n == 64) {
+      for (int i = 0; i < 16; ++i) {
+        store(dst + (4 * i + 0) * kKeys, Fp8ByteBits<0>(r[i]));
+        store(dst + (4 * i + 1) * kKeys, Fp8ByteBits<1>(r[i]));
+        store(dst + (4 * i + 2) * kKeys, Fp8ByteBits<2>(r[i]));
+        store(dst + (4 * i + 3) * kKeys, Fp8ByteBits<3>(r[i]));
+      }
+    } else {
+      for (size_t j = 0; j < n; ++j) {
+        const __m512i x = r[j / 4];
+        const __m512 bits = j % 4 == 0   ? Fp8ByteBits<0>(x)
+                            : j % 4 == 1 ? Fp8ByteBits<1>(x)
+                            : j % 4 == 2 ? Fp8ByteBits<2>(x)
+                                         : Fp8ByteBits<3>(x);
+        store(dst + j * kKeys, bits);
+      }
+    }
+  }
+}
+
+// out[r] (lane p) = Σ_j q[r][j] · kt[j][p] for kRows rows. With few rows the FMAs are split
+// over independent chains (FMA latency 4 cycles, one zmm FMA per cycle).
+template <int kRows>
+inline void Scores(const float* const* q, const float* kt, size_t d, __m512* out) {
+  constexpr int kChains = kRows >= 4 ? 1 : (kRows == 1 ? 4 : 2);
+  __m512 acc[kRows][kChains];
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kChains; ++c) acc[r][c] = _mm512_setzero_ps();
+  size_t j = 0;
+  for (; j + kChains <= d; j += kChains)
+    for (int c = 0; c < kChains; ++c) {
+      const __m512 k = _mm512_load_ps(kt + (j + c) * kKeys);
+      for (int r = 0; r < kRows; ++r)
+        acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][j + c]), k, acc[r][c]);
+    }
+  for (; j < d; ++j) {
+    const __m512 k = _mm512_load_ps(kt + j * kKeys);
+    for (int r = 0; r < kRows; ++r)
+      acc[r][0] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][j]), k, acc[r][0]);
+  }
+  for (int r = 0; r < kRows; ++r) {
+    __m512 t = acc[r][0];
+    for (int c = 1; c < kChains; ++c) t = _mm512_add_ps(t, acc[r][c]);
+    out[r] = t;
+  }
+}
+
+// acc[r][0, d) = acc[r] · corr[r] + Σ_{k < n_keys} p[r][k] · v[k] for kRows rows; p rows are
+// kKeys floats apart, v rows ldv apart.
+template <int kRows>
+inline void AccumulatePv(float* const* acc, const float* corr, const float* p, const float* v,
+                         size_t ldv, size_t n_keys, size_t d) {
+  size_t j = 0;
+  for (; j + 64 <= d; j += 64) {
+    __m512 o[kRows][4];
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 c = _mm512_set1_ps(corr[r]);
+      for (int i = 0; i < 4; ++i) o[r][i] = _mm512_mul_ps(_mm512_loadu_ps(acc[r] + j + 16 * i), c);
+    }
+    for (size_t k = 0; k < n_keys; ++k) {
+      const float* vk = v + k * ldv + j;
+      const __m512 v0 = _mm512_load_ps(vk), v1 = _mm512_load_ps(vk + 16);
+      const __m512 v2 = _mm512_load_ps(vk + 32), v3 = _mm512_load_ps(vk + 48);
+      for (int r = 0; r < kRows; ++r) {
+        const __m512 pr = _mm512_set1_ps(p[r * kKeys + k]);
+        o[r][0] = _mm512_fmadd_ps(pr, v0, o[r][0]);
+        o[r][1] = _mm512_fmadd_ps(pr, v1, o[r][1]);
+        o[r][2] = _mm512_fmadd_ps(pr, v2, o[r][2]);
+        o[r][3] = _mm512_fmadd_ps(pr, v3, o[r][3]);
+      }
+    }
+    for (int r = 0; r < kRows; ++r)
+      for (int i = 0; i < 4; ++i) _mm512_storeu_ps(acc[r] + j + 16 * i, o[r][i]);
+  }
+  for (; j < d; j += 16) {
+    const __mmask16 m = TailMask16(d - j);
+    __m512 o[kRows];
+    for (int r = 0; r < kRows; ++r)
+      o[r] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc[r] + j), _mm512_set1_ps(corr[r]));
+    for (size_t k = 0; k < n_keys; ++k) {
+      const __m512 vk = _mm512_load_ps(v + k * ldv + j);  // padding columns: finite, unstored
+      for (int r = 0; r < kRows; ++r)
+        o[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r * kKeys + k]), vk, o[r]);
+    }
+    for (int r = 0; r < kRows; ++r) _mm512_mask_storeu_ps(acc[r] + j, m, o[r]);
+  }
+}
+
+void ScoresN(size_t n, const float* const* q, const float* kt, size_t d, __m512* out) {
+  switch (n) {
+    case 1: return Scores<1>(q, kt, d, out);
+    case 2: return Scores<2>(q, kt, d, out);
+    case 3: return Scores<3>(q, kt, d, out);
+    case 4: return Scores<4>(q, kt, d, out);
+    case 5: return Scores<5>(q, kt, d, out);
+    case 6: return Scores<6>(q, kt, d, out);
+    case 7: return Scores<7>(q, kt, d, out);
+    default: return Scores<8>(q, kt, d, out);
+  }
+}
+
+void AccumulatePvN(size_t n, float* const* acc, const float* corr, const float* p,
+                   const float* v, size_t ldv, size_t n_keys, size_t d) {
+  switch (n) {
+    case 1: return AccumulatePv<1>(acc, corr, p, v, ldv, n_keys, d);
+    case 2: return AccumulatePv<2>(acc, corr, p, v, ldv, n_keys, d);
+    case 3: return AccumulatePv<3>(acc, corr, p, v, ldv, n_keys, d);
+    default: return AccumulatePv<4>(acc, corr, p, v, ldv, n_keys, d);
+  }
+}
+
+void FastTile(const AttentionTileArgs& a) {
+  const size_t d = a.head_dim, bs = a.block_size, group = a.group;
+  const size_t rows = (a.q1 - a.q0) * group;
+  const size_t kv_end = a.first_pos + a.q1;  // keys [0, kv_end) matter to this tile
+  const size_t ldv = (d + 15) / 16 * 16;
+  for (size_t r = 0; r < rows; ++r) {
+    a.max[r] = -INFINITY;
+    a.sum[r] = 0.0f;
+    for (size_t j = 0; j < d; ++j) a.acc[r * d + j] = 0.0f;
+  }
+  float* const kt = t_kt;
+  float* const v = t_v;
+  const bf16* k_rows[kKeys];
+  const uint8_t* k_rows8[kKeys];
+  alignas(64) float k_scales[kKeys];
+  alignas(64) float p[kQkRows * kKeys];
+  float corr[kQkRows];
+  const float* q_rows[kQkRows];
+  float* acc_rows[kQkRows];
+  for (size_t c0 = 0; c0 < kv_end; c0 += kKeys) {
+    const size_t nk = MinSize(kKeys, kv_end - c0);
+    // Rows are ordered by query, so the rows that see any key of this chunk are a suffix.
+    const size_t i_first = c0 > a.first_pos + a.q0 ? c0 - a.first_pos : a.q0;
+    const size_t r_first = (i_first - a.q0) * group;
+    for (size_t k = 0; k < nk; ++k) {
+      const size_t pos = c0 + k, blk = pos / bs, at = (pos % bs) * a.num_kv_heads + a.kv_head;
+      if (a.k_blocks8) {
+        const uint8_t* kb = a.k_blocks8[blk];
+        const uint8_t* vb = a.v_blocks8[blk];
+        k_rows8[k] = kb + at * d;
+        k_scales[k] = reinterpret_cast<const float*>(kb + a.scale_offset)[at];
+        WidenFp8(vb + at * d, reinterpret_cast<const float*>(vb + a.scale_offset)[at],
+                 v + k * ldv, d);
+      } else {
+        k_rows[k] = a.k_blocks[blk] + at * d;
+        Widen(a.v_blocks[blk] + at * d, v + k * ldv, d);
+      }
+      if (ldv != d)  // P.V's tail reads whole vectors: keep the padding finite
+        for (size_t j = d; j < ldv; ++j) v[k * ldv + j] = 0.0f;
+    }
+    if (a.k_blocks8)
+      TransposeKeysFp8(k_rows8, k_scales, nk, d, kt);
+    else
+      TransposeKeysBf16(k_rows, nk, d, kt);
+
+    for (size_t r0 = r_first; r0 < rows; r0 += kQkRows) {
+      const size_t nr = MinSize(kQkRows, rows - r0);
+      size_t n_valid[kQkRows];
+      for (size_t r = 0; r < nr; ++r) {
+        const size_t i = a.q0 + (r0 + r) / group, h = a.kv_head * group + (r0 + r) % group;
+        q_rows[r] = a.q + i * a.ldq + h * d;
+        acc_rows[r] = a.acc + (r0 + r) * d;
+        n_valid[r] = MinSize(nk, a.first_pos + i - c0 + 1);
+      }
+      __m512 s[kQkRows];
+      ScoresN(nr, q_rows, kt, d, s);
+      for (size_t r = 0; r < nr; ++r) {
+        const __mmask16 valid = TailMask16(n_valid[r]);
+        const __m512 sr = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid, s[r],
+                                             _mm512_set1_ps(a.scale));
+        const float old_max = a.max[r0 + r];
+        const float new_max = MaxF(old_max, _mm512_reduce_max_ps(sr));
+        corr[r] = old_max == -INFINITY
+                      ? 0.0f
+                      : _mm512_cvtss_f32(Exp(_mm512_set1_ps(old_max - new_max)));
+        const __m512 pr = _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(sr, _mm512_set1_ps(new_max))));
+        _mm512_store_ps(p + r * kKeys, pr);
+        a.sum[r0 + r] = a.sum[r0 + r] * corr[r] + _mm512_reduce_add_ps(pr);
+        a.max[r0 + r] = new_max;
+      }
+      // Later rows see at least as many keys; rows past their own causal end carry p = 0.
+      for (size_t r = 0; r < nr; r += kPvRows) {
+        const size_t n = MinSize(kPvRows, nr - r);
+        AccumulatePvN(n, acc_rows + r, corr + r, p + r * kKeys, v, ldv, n_valid[r + n - 1], d);
+      }
+    }
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t i = a.q0 + r / group, h = a.kv_head * group + r % group;
+    float* o = a.out + i * a.ldo + h * d;
+    const __m512 inv = _mm512_set1_ps(1.0f / a.sum[r]);
+    for (size_t j = 0; j < d; j += 16) {
+      const __mmask16 m = TailMask16(d - j);
+      _mm512_mask_storeu_ps(o + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a.acc + r * d + j), inv));
+    }
+  }
+}
+
 }  // namespace
 
 void AttentionTile(const AttentionTileArgs& args) {
-  AttentionTileImpl(args);
+  if (args.head_dim > kMaxHeadDim) return AttentionTileImpl(args);
+  FastTile(args);
 }
 
 }  // namespace moeserve::kernels::avx512bf16

@@ -1,0 +1,167 @@
+// bench_attention: paged causal GQA attention on the MiniMax-M2 geometry (48 q heads, 8 kv heads,
+// head_dim 128, block 16), bf16 and FP8 KV caches, beside this machine's measured roofline.
+//   decode:  8 seqs x 4096 cached tokens, and 1 seq x 32768 (K+V far beyond the LLC): GB/s of
+//            K+V read against the read roofline, and GFLOP/s against the f32 FMA peak;
+//   prefill: one 512-token prompt (causal, no context): GFLOP/s against the f32 FMA peak.
+// FLOPs count 4 · head_dim per (q head, visible key): q·k and p·v, one multiply-add each.
+// Median (and best) of the runs.
+//   bench_attention [--runs N] [--threads N] [--quick]   (--quick: bf16 only, no 32k decode)
+// MOESERVE_ISA=avx2 (or scalar) runs the generic tile for comparison.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "kernels/quant.h"
+#include "kernels/roofline.h"
+#include "runtime/cpu_features.h"
+#include "runtime/thread_pool.h"
+
+namespace moeserve::kernels {
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Timing {
+  double median_s, best_s;
+};
+
+template <typename Fn>
+Timing Time(int runs, const Fn& fn) {
+  fn();  // warm-up (page faults, scratch growth)
+  std::vector<double> t;
+  for (int r = 0; r < runs; ++r) {
+    const double t0 = Now();
+    fn();
+    t.push_back(Now() - t0);
+  }
+  std::sort(t.begin(), t.end());
+  return {t[t.size() / 2], t[0]};
+}
+
+// A paged KV cache holding `seqs` sequences of kv_len tokens each, blocks in shuffled order, in
+// bf16 or FP8 (WriteKvRowFp8) with values uniform in [-1, 1].
+struct PagedCache {
+  size_t block_bytes = 0;
+  std::vector<uint8_t> k_pool, v_pool;
+  std::vector<const uint8_t*> k8, v8;
+  std::vector<const bf16*> k16, v16;
+  std::vector<AttentionSeq> seqs16;
+  std::vector<AttentionSeqFp8> seqs8;
+
+  PagedCache(const AttentionShape& s, size_t seqs, size_t q_len, size_t kv_len, bool fp8) {
+    const size_t per_seq = (kv_len + s.block_size - 1) / s.block_size, blocks = seqs * per_seq;
+    const size_t elems = s.block_size * s.num_kv_heads * s.head_dim;
+    block_bytes = fp8 ? KvBlockBytesFp8(s.block_size, s.num_kv_heads, s.head_dim) : elems * 2;
+    k_pool.resize(blocks * block_bytes);
+    v_pool.resize(blocks * block_bytes);
+    std::mt19937 rng(9);
+    auto uniform = [&] { return (static_cast<int>(rng() % 2001) - 1000) * 1e-3f; };
+    if (fp8) {
+      std::vector<float> row(s.num_kv_heads * s.head_dim);
+      for (size_t b = 0; b < blocks; ++b)
+        for (size_t r = 0; r < s.block_size; ++r)
+          for (auto* pool : {&k_pool, &v_pool}) {
+            for (float& v : row) v = uniform();
+            WriteKvRowFp8(row.data(), s.num_kv_heads, s.head_dim, s.block_size, r,
+                          pool->data() + b * block_bytes);
+          }
+    } else {
+      for (auto* pool : {&k_pool, &v_pool})
+        for (size_t i = 0; i < blocks * elems; ++i) {
+          const bf16 x = F32ToBf16(uniform());
+          std::memcpy(pool->data() + 2 * i, &x, 2);
+        }
+    }
+    std::vector<size_t> order(blocks);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);
+    for (size_t i = 0; i < blocks; ++i) {
+      k8.push_back(k_pool.data() + order[i] * block_bytes);
+      v8.push_back(v_pool.data() + order[i] * block_bytes);
+      k16.push_back(reinterpret_cast<const bf16*>(k8.back()));
+      v16.push_back(reinterpret_cast<const bf16*>(v8.back()));
+    }
+    for (size_t i = 0; i < seqs; ++i) {
+      seqs8.push_back({i * q_len, q_len, kv_len, &k8[i * per_seq], &v8[i * per_seq]});
+      seqs16.push_back({i * q_len, q_len, kv_len, &k16[i * per_seq], &v16[i * per_seq]});
+    }
+  }
+  double Bytes() const { return static_cast<double>(k_pool.size() + v_pool.size()); }
+};
+
+void Run(const char* name, const AttentionShape& s, size_t seqs, size_t q_len, size_t kv_len,
+         bool fp8, const Roofline& roof, ThreadPool& pool, int runs) {
+  const PagedCache cache(s, seqs, q_len, kv_len, fp8);
+  const size_t width = s.num_heads * s.head_dim;
+  std::mt19937 rng(3);
+  std::vector<float> q(seqs * q_len * width), out(seqs * q_len * width);
+  for (float& v : q) v = (static_cast<int>(rng() % 2001) - 1000) * 1e-3f;
+  const Timing tm = Time(runs, [&] {
+    if (fp8)
+      AttentionFp8(q.data(), width, cache.seqs8, s, out.data(), width, pool);
+    else
+      Attention(q.data(), width, cache.seqs16, s, out.data(), width, pool);
+  });
+  double visible = 0;  // (query, key) pairs, per q head
+  for (size_t i = 0; i < q_len; ++i) visible += kv_len - q_len + i + 1;
+  const double flop = 4.0 * s.head_dim * s.num_heads * visible * seqs;
+  const double gflops = flop / tm.median_s / 1e9, best_gflops = flop / tm.best_s / 1e9;
+  std::printf("  %-30s %-4s %8.2f ms (best %.2f)  %6.1f GFLOP/s = %3.0f%% of f32 FMA peak",
+              name, fp8 ? "fp8" : "bf16", tm.median_s * 1e3, tm.best_s * 1e3, gflops,
+              100 * gflops / roof.f32_fma_gflops);
+  if (q_len == 1) {
+    const double gbps = cache.Bytes() / tm.median_s / 1e9, best = cache.Bytes() / tm.best_s / 1e9;
+    std::printf("  %6.1f GB/s = %3.0f%% of read roofline (best %.1f GB/s)  [%.0f MB K+V]", gbps,
+                100 * gbps / roof.read_gbps, best, cache.Bytes() / 1e6);
+  } else {
+    std::printf("  (best %.1f GFLOP/s)", best_gflops);
+  }
+  std::printf("\n");
+}
+
+}  // namespace
+
+int Main(int argc, char** argv) {
+  int runs = 7;
+  size_t threads = 0;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--runs") && i + 1 < argc)
+      runs = std::max(1, std::atoi(argv[++i]));
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--quick"))
+      quick = true;
+  }
+  ThreadPool pool(threads);
+  std::printf("isa %s, %zu threads, median of %d runs\n", IsaName(BestIsa()).c_str(),
+              pool.num_threads(), runs);
+  const Roofline roof = MeasureRoofline(pool);
+  std::printf("roofline: read %.1f GB/s, f32 FMA %.0f GFLOP/s\n", roof.read_gbps,
+              roof.f32_fma_gflops);
+  const AttentionShape s{48, 8, 128, 16, 1 / std::sqrt(128.0f)};
+  std::printf("attention: %zu q heads / %zu kv heads, head_dim %zu, block %zu\n", s.num_heads,
+              s.num_kv_heads, s.head_dim, s.block_size);
+  for (const bool fp8 : {false, true}) {
+    if (quick && fp8) break;
+    Run("decode 8 seqs x 4096 tokens", s, 8, 1, 4096, fp8, roof, pool, runs);
+    if (!quick) Run("decode 1 seq x 32768 tokens", s, 1, 1, 32768, fp8, roof, pool, runs);
+    Run("prefill 512 tokens", s, 1, 512, 512, fp8, roof, pool, runs);
+  }
+  return 0;
+}
+
+}  // namespace moeserve::kernels
+
+int main(int argc, char** argv) {
+  return moeserve::kernels::Main(argc, argv);
+}
