@@ -87,6 +87,9 @@ constexpr size_t kKeys = 16;         // keys per chunk: one score vector
 constexpr size_t kMaxHeadDim = 256;  // bound of the chunk scratch below; larger: generic tile
 constexpr size_t kQkRows = 8;        // rows per score pass (8 FMA chains, kt loaded once)
 constexpr size_t kPvRows = 4;        // rows per P.V pass (4 x 4 zmm accumulators)
+// Software prefetch distance in chunks (decode, 8 x 4096 tokens bf16, Zen 4: 1 chunk -> ~20%
+// less time than none; 2 chunks into L2 -> ~20% less again; 4 no better).
+constexpr size_t kPrefetchChunks = 2;
 
 // Chunk scratch, per thread (the tile's own scratch is sized per cache block, which may be
 // smaller than a chunk). 32 KB per thread.
@@ -317,6 +320,27 @@ void FastTile(const AttentionTileArgs& a) {
     // Rows are ordered by query, so the rows that see any key of this chunk are a suffix.
     const size_t i_first = c0 > a.first_pos + a.q0 ? c0 - a.first_pos : a.q0;
     const size_t r_first = (i_first - a.q0) * group;
+    // K/V rows kPrefetchChunks chunks ahead: blocks are scattered, so the hardware prefetcher
+    // cannot see them coming. Into L2 (T1): fewer L1 miss buffers held, no L1 pollution.
+    for (size_t pos = c0 + kPrefetchChunks * kKeys;
+         pos < MinSize(c0 + (kPrefetchChunks + 1) * kKeys, kv_end); ++pos) {
+      const size_t blk = pos / bs, at = (pos % bs) * a.num_kv_heads + a.kv_head;
+      const char* kr = a.k_blocks8 ? reinterpret_cast<const char*>(a.k_blocks8[blk] + at * d)
+                                   : reinterpret_cast<const char*>(a.k_blocks[blk] + at * d);
+      const char* vr = a.k_blocks8 ? reinterpret_cast<const char*>(a.v_blocks8[blk] + at * d)
+                                   : reinterpret_cast<const char*>(a.v_blocks[blk] + at * d);
+      const size_t row_bytes = a.k_blocks8 ? d : 2 * d;
+      for (size_t off = 0; off < row_bytes; off += 64) {
+        _mm_prefetch(kr + off, _MM_HINT_T1);
+        _mm_prefetch(vr + off, _MM_HINT_T1);
+      }
+      if (a.k_blocks8) {
+        _mm_prefetch(reinterpret_cast<const char*>(a.k_blocks8[blk] + a.scale_offset) + at * 4,
+                     _MM_HINT_T1);
+        _mm_prefetch(reinterpret_cast<const char*>(a.v_blocks8[blk] + a.scale_offset) + at * 4,
+                     _MM_HINT_T1);
+      }
+    }
     for (size_t k = 0; k < nk; ++k) {
       const size_t pos = c0 + k, blk = pos / bs, at = (pos % bs) * a.num_kv_heads + a.kv_head;
       if (a.k_blocks8) {

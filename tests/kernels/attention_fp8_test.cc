@@ -67,8 +67,9 @@ struct Caches {
   size_t total_q = 0;
 };
 
+// k_mult scales every K value (and so the FP8 row scales) on top of the per-head magnitudes.
 void Build(const AttentionShape& s, const std::vector<size_t>& q_lens,
-           const std::vector<size_t>& kv_lens, std::mt19937& rng, Caches& c) {
+           const std::vector<size_t>& kv_lens, std::mt19937& rng, Caches& c, float k_mult = 1) {
   const size_t hd = s.num_kv_heads * s.head_dim;
   size_t blocks = 0;
   for (size_t kv : kv_lens) blocks += (kv + s.block_size - 1) / s.block_size;
@@ -85,7 +86,7 @@ void Build(const AttentionShape& s, const std::vector<size_t>& q_lens,
       // Per-head magnitudes spread over 2^-3 .. 2^3, as real K/V (and what per-head scales buy).
       std::vector<float> k = RandomF32(hd, rng), v = RandomF32(hd, rng);
       for (size_t g = 0; g < s.num_kv_heads; ++g) {
-        const float mk = std::ldexp(1.0f, static_cast<int>(rng() % 7) - 3);
+        const float mk = k_mult * std::ldexp(1.0f, static_cast<int>(rng() % 7) - 3);
         for (size_t j = 0; j < s.head_dim; ++j) k[g * s.head_dim + j] *= mk;
       }
       WriteKvRowFp8(k.data(), s.num_kv_heads, s.head_dim, s.block_size, row, c.k8[b].data());
@@ -113,9 +114,10 @@ void Build(const AttentionShape& s, const std::vector<size_t>& q_lens,
 }
 
 void CheckFp8(const AttentionShape& s, const std::vector<size_t>& q_lens,
-              const std::vector<size_t>& kv_lens, ThreadPool& pool, std::mt19937& rng) {
+              const std::vector<size_t>& kv_lens, ThreadPool& pool, std::mt19937& rng,
+              float k_mult = 1) {
   Caches c;
-  Build(s, q_lens, kv_lens, rng, c);
+  Build(s, q_lens, kv_lens, rng, c, k_mult);
   const size_t width = s.num_heads * s.head_dim, ldq = width + 3, ldo = width + 5;
   const std::vector<float> q = RandomF32(c.total_q * ldq, rng, -1, 1);
   std::vector<float> ref(c.total_q * ldo, -7.0f), b16(c.total_q * ldo, -7.0f);
@@ -139,7 +141,9 @@ void CheckFp8(const AttentionShape& s, const std::vector<size_t>& q_lens,
       // each); what differs is f32 summation order and the vector exp. |V| <= 1, so outputs are
       // O(1) and 2e-5 absolute is > 20x that, far below a wrong key, scale or mask.
       ASSERT_NEAR(got[i], ref[i], 2e-5f)
-          << "at " << i / ldo << "," << i % ldo << " " << IsaName(isa);
+          << "at " << i / ldo << "," << i % ldo << " " << IsaName(isa) << " heads "
+          << s.num_heads << "/" << s.num_kv_heads << " head_dim " << s.head_dim << " block "
+          << s.block_size;
   }
 }
 
@@ -149,6 +153,30 @@ TEST(AttentionFp8, MatchesReferenceEveryIsa) {
   CheckFp8({6, 2, 16, 4, 0.25f}, {1, 20, 5, 0}, {37, 20, 23, 9}, pool, rng);
   CheckFp8({12, 2, 128, 5, 1 / std::sqrt(128.0f)}, {1, 33}, {100, 40}, pool, rng);
   CheckFp8({3, 3, 20, 16, 0.2f}, {17, 1}, {17, 18}, pool, rng);  // head_dim 20: vector tails
+}
+
+// The fast tile decodes 64 codes per transposed dword row: head_dim around and between multiples
+// of 64, GQA groups 1..8, blocks shorter and longer than its 16-key chunks, ragged kv ends; and K
+// scales >= 2^8 (amax > 114688), where scale · 2^120 overflows and the dequantization must take
+// its two-multiply path.
+TEST(AttentionFp8, MatchesReferenceOddShapesEveryIsa) {
+  ThreadPool pool(2);
+  std::mt19937 rng(6);
+  for (size_t group = 1; group <= 8; ++group) {
+    const size_t d = 12 + 20 * group;  // 32 .. 172
+    CheckFp8({2 * group, 2, d, 16, 1 / std::sqrt(float(d))}, {1, 21, 0}, {45, 30, 3}, pool, rng);
+    if (HasFatalFailure()) return;
+  }
+  struct Case {
+    size_t head_dim, block_size;
+  };
+  for (const Case c : {Case{1, 3}, Case{7, 1}, Case{64, 17}, Case{70, 32}, Case{128, 5},
+                       Case{130, 16}, Case{256, 7}, Case{300, 16}}) {
+    CheckFp8({6, 2, c.head_dim, c.block_size, 1 / std::sqrt(float(c.head_dim))},
+             {1, 18, 37, 0}, {70, 40, 37, 5}, pool, rng);
+    if (HasFatalFailure()) return;
+  }
+  CheckFp8({4, 2, 64, 16, 0x1p-20f / 8}, {1, 20}, {40, 20}, pool, rng, 0x1p20f);
 }
 
 }  // namespace

@@ -86,12 +86,13 @@ TEST(AttentionReference, SingleKeyReturnsValueAndZeroQueryAveragesCausally) {
 }
 
 void CheckAttention(const AttentionShape& s, const std::vector<size_t>& q_lens,
-                    const std::vector<size_t>& kv_lens, ThreadPool& pool, std::mt19937& rng) {
+                    const std::vector<size_t>& kv_lens, ThreadPool& pool, std::mt19937& rng,
+                    float q_range = 2) {
   Cache cache;
   size_t tq = 0;
   auto seqs = MakeSeqs(s, q_lens, kv_lens, cache, rng, &tq);
   const size_t width = s.num_heads * s.head_dim, ldq = width + 3, ldo = width + 5;
-  const std::vector<float> q = RandomF32(tq * ldq, rng, -2, 2);
+  const std::vector<float> q = RandomF32(tq * ldq, rng, -q_range, q_range);
   std::vector<float> ref(tq * ldo, -7.0f), got(tq * ldo, -7.0f);
   AttentionReference(q.data(), ldq, seqs, s, ref.data(), ldo);
   Attention(q.data(), ldq, seqs, s, got.data(), ldo, pool);
@@ -100,7 +101,9 @@ void CheckAttention(const AttentionShape& s, const std::vector<size_t>& q_lens,
     // summation order over <= 100 keys and head_dim products, and the fast path's vector exp
     // (~1e-7 relative): 2e-5 absolute is > 20x that, far below a wrong key or mask (~1e-2).
     ASSERT_NEAR(got[i], ref[i], 2e-5f)
-        << "at " << i / ldo << "," << i % ldo << " " << IsaName(BestIsa());
+        << "at " << i / ldo << "," << i % ldo << " " << IsaName(BestIsa()) << " heads "
+        << s.num_heads << "/" << s.num_kv_heads << " head_dim " << s.head_dim << " block "
+        << s.block_size;
 }
 
 TEST(Attention, MatchesReferenceEveryIsa) {
@@ -114,6 +117,38 @@ TEST(Attention, MatchesReferenceEveryIsa) {
     CheckAttention({12, 2, 128, 5, 1 / std::sqrt(128.0f)}, {1, 33}, {100, 40}, pool, rng);
     // MHA (group 1), head_dim not a multiple of the vector width.
     CheckAttention({3, 3, 20, 16, 0.2f}, {17, 1}, {17, 18}, pool, rng);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// The shapes the fast tile specialises on, and their edges: GQA groups 1..8 (score rows per pass:
+// 8; P.V rows per pass: 4), head_dim below / at / between / above the 16-, 32- and 64-wide vector
+// steps and above the fast tile's 256 limit, blocks smaller than, equal to and larger than its
+// 16-key chunks, kv lengths that end mid-chunk and mid-block, and batches mixing decode, prefill
+// chunks with context (query tiles of 16 straddling chunk ends), full prompts and idle sequences.
+TEST(Attention, MatchesReferenceOddShapesEveryIsa) {
+  ThreadPool pool(2);
+  std::mt19937 rng(5);
+  for (Isa isa : AvailableIsas()) {
+    IsaScope scope(isa);
+    for (size_t group = 1; group <= 8; ++group) {
+      const size_t d = 8 + 24 * group;  // 32 .. 200: multiples of 16 and 8-element tails
+      CheckAttention({2 * group, 2, d, 16, 1 / std::sqrt(float(d))}, {1, 21, 0}, {45, 30, 3},
+                     pool, rng);
+      if (HasFatalFailure()) return;
+    }
+    struct Case {
+      size_t head_dim, block_size;
+    };
+    for (const Case c : {Case{1, 3}, Case{7, 1}, Case{16, 17}, Case{33, 32}, Case{64, 5},
+                         Case{100, 16}, Case{130, 7}, Case{256, 16}, Case{300, 16}}) {
+      CheckAttention({6, 2, c.head_dim, c.block_size, 1 / std::sqrt(float(c.head_dim))},
+                     {1, 18, 37, 2, 0}, {70, 40, 37, 17, 5}, pool, rng);
+      if (HasFatalFailure()) return;
+    }
+    // Peaked softmax (large scores): the running max moves between chunks and most weights
+    // underflow; masked lanes must stay out of the max and the sums.
+    CheckAttention({8, 1, 32, 16, 0.5f}, {1, 24}, {60, 50}, pool, rng, 6.0f);
     if (HasFatalFailure()) return;
   }
 }
