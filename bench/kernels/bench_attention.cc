@@ -115,8 +115,8 @@ void Run(const char* name, const AttentionShape& s, size_t seqs, size_t q_len, s
   for (size_t i = 0; i < q_len; ++i) visible += kv_len - q_len + i + 1;
   const double flop = 4.0 * s.head_dim * s.num_heads * visible * seqs;
   const double gflops = flop / tm.median_s / 1e9, best_gflops = flop / tm.best_s / 1e9;
-  std::printf("  %-30s %-4s %8.2f ms (best %.2f)  %6.1f GFLOP/s = %3.0f%% of f32 FMA peak",
-              name, fp8 ? "fp8" : "bf16", tm.median_s * 1e3, tm.best_s * 1e3, gflops,
+  std::printf("  %-30s %-4s %8.2f ms (best %.2f)  %6.1f GFLOP/s = %3.0f%% of f32 FMA peak", name,
+              fp8 ? "fp8" : "bf16", tm.median_s * 1e3, tm.best_s * 1e3, gflops,
               100 * gflops / roof.f32_fma_gflops);
   if (q_len == 1) {
     const double gbps = cache.Bytes() / tm.median_s / 1e9, best = cache.Bytes() / tm.best_s / 1e9;

@@ -139,8 +139,7 @@ void TransposeKeysBf16(const bf16* const rows[kKeys], size_t nk, size_t d, float
     if (n == 32) {
       for (int i = 0; i < 16; ++i) {
         _mm512_store_ps(dst + (2 * i) * kKeys, _mm512_castsi512_ps(_mm512_slli_epi32(r[i], 16)));
-        _mm512_store_ps(dst + (2 * i + 1) * kKeys,
-                        _mm512_castsi512_ps(_mm512_and_si512(r[i], hi)));
+        _mm512_store_ps(dst + (2 * i + 1) * kKeys, _mm512_castsi512_ps(_mm512_and_si512(r[i], hi)));
       }
     } else {
       for (size_t j = 0; j < n; ++j) {
@@ -157,8 +156,8 @@ void TransposeKeysBf16(const bf16* const rows[kKeys], size_t nk, size_t d, float
 template <int kByte>
 inline __m512 Fp8ByteBits(__m512i x) {
   if constexpr (kByte < 3) x = _mm512_slli_epi32(x, 24 - 8 * kByte);
-  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_srai_epi32(x, 4),
-                                              _mm512_set1_epi32(static_cast<int>(0x87f00000u))));
+  return _mm512_castsi512_ps(
+      _mm512_and_si512(_mm512_srai_epi32(x, 4), _mm512_set1_epi32(static_cast<int>(0x87f00000u))));
 }
 
 // kt[j][p] = e4m3(K[p][j]) · scale[p], rounded once to f32 as WidenFp8 (keys p >= nk: zero).
@@ -275,24 +274,36 @@ inline void AccumulatePv(float* const* acc, const float* corr, const float* p, c
 
 void ScoresN(size_t n, const float* const* q, const float* kt, size_t d, __m512* out) {
   switch (n) {
-    case 1: return Scores<1>(q, kt, d, out);
-    case 2: return Scores<2>(q, kt, d, out);
-    case 3: return Scores<3>(q, kt, d, out);
-    case 4: return Scores<4>(q, kt, d, out);
-    case 5: return Scores<5>(q, kt, d, out);
-    case 6: return Scores<6>(q, kt, d, out);
-    case 7: return Scores<7>(q, kt, d, out);
-    default: return Scores<8>(q, kt, d, out);
+    case 1:
+      return Scores<1>(q, kt, d, out);
+    case 2:
+      return Scores<2>(q, kt, d, out);
+    case 3:
+      return Scores<3>(q, kt, d, out);
+    case 4:
+      return Scores<4>(q, kt, d, out);
+    case 5:
+      return Scores<5>(q, kt, d, out);
+    case 6:
+      return Scores<6>(q, kt, d, out);
+    case 7:
+      return Scores<7>(q, kt, d, out);
+    default:
+      return Scores<8>(q, kt, d, out);
   }
 }
 
-void AccumulatePvN(size_t n, float* const* acc, const float* corr, const float* p,
-                   const float* v, size_t ldv, size_t n_keys, size_t d) {
+void AccumulatePvN(size_t n, float* const* acc, const float* corr, const float* p, const float* v,
+                   size_t ldv, size_t n_keys, size_t d) {
   switch (n) {
-    case 1: return AccumulatePv<1>(acc, corr, p, v, ldv, n_keys, d);
-    case 2: return AccumulatePv<2>(acc, corr, p, v, ldv, n_keys, d);
-    case 3: return AccumulatePv<3>(acc, corr, p, v, ldv, n_keys, d);
-    default: return AccumulatePv<4>(acc, corr, p, v, ldv, n_keys, d);
+    case 1:
+      return AccumulatePv<1>(acc, corr, p, v, ldv, n_keys, d);
+    case 2:
+      return AccumulatePv<2>(acc, corr, p, v, ldv, n_keys, d);
+    case 3:
+      return AccumulatePv<3>(acc, corr, p, v, ldv, n_keys, d);
+    default:
+      return AccumulatePv<4>(acc, corr, p, v, ldv, n_keys, d);
   }
 }
 
@@ -348,8 +359,8 @@ void FastTile(const AttentionTileArgs& a) {
         const uint8_t* vb = a.v_blocks8[blk];
         k_rows8[k] = kb + at * d;
         k_scales[k] = reinterpret_cast<const float*>(kb + a.scale_offset)[at];
-        WidenFp8(vb + at * d, reinterpret_cast<const float*>(vb + a.scale_offset)[at],
-                 v + k * ldv, d);
+        WidenFp8(vb + at * d, reinterpret_cast<const float*>(vb + a.scale_offset)[at], v + k * ldv,
+                 d);
       } else {
         k_rows[k] = a.k_blocks[blk] + at * d;
         Widen(a.v_blocks[blk] + at * d, v + k * ldv, d);
@@ -375,14 +386,14 @@ void FastTile(const AttentionTileArgs& a) {
       ScoresN(nr, q_rows, kt, d, s);
       for (size_t r = 0; r < nr; ++r) {
         const __mmask16 valid = TailMask16(n_valid[r]);
-        const __m512 sr = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid, s[r],
-                                             _mm512_set1_ps(a.scale));
+        const __m512 sr =
+            _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid, s[r], _mm512_set1_ps(a.scale));
         const float old_max = a.max[r0 + r];
         const float new_max = MaxF(old_max, _mm512_reduce_max_ps(sr));
-        corr[r] = old_max == -INFINITY
-                      ? 0.0f
-                      : _mm512_cvtss_f32(Exp(_mm512_set1_ps(old_max - new_max)));
-        const __m512 pr = _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(sr, _mm512_set1_ps(new_max))));
+        corr[r] =
+            old_max == -INFINITY ? 0.0f : _mm512_cvtss_f32(Exp(_mm512_set1_ps(old_max - new_max)));
+        const __m512 pr =
+            _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(sr, _mm512_set1_ps(new_max))));
         _mm512_store_ps(p + r * kKeys, pr);
         a.sum[r0 + r] = a.sum[r0 + r] * corr[r] + _mm512_reduce_add_ps(pr);
         a.max[r0 + r] = new_max;
@@ -400,7 +411,8 @@ void FastTile(const AttentionTileArgs& a) {
     const __m512 inv = _mm512_set1_ps(1.0f / a.sum[r]);
     for (size_t j = 0; j < d; j += 16) {
       const __mmask16 m = TailMask16(d - j);
-      _mm512_mask_storeu_ps(o + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a.acc + r * d + j), inv));
+      _mm512_mask_storeu_ps(o + j, m,
+                            _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a.acc + r * d + j), inv));
     }
   }
 }

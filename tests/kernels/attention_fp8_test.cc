@@ -141,9 +141,8 @@ void CheckFp8(const AttentionShape& s, const std::vector<size_t>& q_lens,
       // each); what differs is f32 summation order and the vector exp. |V| <= 1, so outputs are
       // O(1) and 2e-5 absolute is > 20x that, far below a wrong key, scale or mask.
       ASSERT_NEAR(got[i], ref[i], 2e-5f)
-          << "at " << i / ldo << "," << i % ldo << " " << IsaName(isa) << " heads "
-          << s.num_heads << "/" << s.num_kv_heads << " head_dim " << s.head_dim << " block "
-          << s.block_size;
+          << "at " << i / ldo << "," << i % ldo << " " << IsaName(isa) << " heads " << s.num_heads
+          << "/" << s.num_kv_heads << " head_dim " << s.head_dim << " block " << s.block_size;
   }
 }
 
@@ -172,8 +171,8 @@ TEST(AttentionFp8, MatchesReferenceOddShapesEveryIsa) {
   };
   for (const Case c : {Case{1, 3}, Case{7, 1}, Case{64, 17}, Case{70, 32}, Case{128, 5},
                        Case{130, 16}, Case{256, 7}, Case{300, 16}}) {
-    CheckFp8({6, 2, c.head_dim, c.block_size, 1 / std::sqrt(float(c.head_dim))},
-             {1, 18, 37, 0}, {70, 40, 37, 5}, pool, rng);
+    CheckFp8({6, 2, c.head_dim, c.block_size, 1 / std::sqrt(float(c.head_dim))}, {1, 18, 37, 0},
+             {70, 40, 37, 5}, pool, rng);
     if (HasFatalFailure()) return;
   }
   CheckFp8({4, 2, 64, 16, 0x1p-20f / 8}, {1, 20}, {40, 20}, pool, rng, 0x1p20f);

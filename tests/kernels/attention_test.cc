@@ -133,8 +133,8 @@ TEST(Attention, MatchesReferenceOddShapesEveryIsa) {
     IsaScope scope(isa);
     for (size_t group = 1; group <= 8; ++group) {
       const size_t d = 8 + 24 * group;  // 32 .. 200: multiples of 16 and 8-element tails
-      CheckAttention({2 * group, 2, d, 16, 1 / std::sqrt(float(d))}, {1, 21, 0}, {45, 30, 3},
-                     pool, rng);
+      CheckAttention({2 * group, 2, d, 16, 1 / std::sqrt(float(d))}, {1, 21, 0}, {45, 30, 3}, pool,
+                     rng);
       if (HasFatalFailure()) return;
     }
     struct Case {
