@@ -390,8 +390,10 @@ void FastTile(const AttentionTileArgs& a) {
             _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid, s[r], _mm512_set1_ps(a.scale));
         const float old_max = a.max[r0 + r];
         const float new_max = MaxF(old_max, _mm512_reduce_max_ps(sr));
-        corr[r] =
-            old_max == -INFINITY ? 0.0f : _mm512_cvtss_f32(Exp(_mm512_set1_ps(old_max - new_max)));
+        // The max settles after a few chunks: skip the exp when it did not move.
+        corr[r] = old_max == new_max     ? 1.0f
+                  : old_max == -INFINITY ? 0.0f
+                                         : _mm512_cvtss_f32(Exp(_mm512_set1_ps(old_max - new_max)));
         const __m512 pr =
             _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(sr, _mm512_set1_ps(new_max))));
         _mm512_store_ps(p + r * kKeys, pr);
