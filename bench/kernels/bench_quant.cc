@@ -4,17 +4,20 @@
 // The GEMV rows interleave a read-bandwidth probe of the same size with every kernel run (the host
 // is shared and its bandwidth drifts by 30%+ between seconds), and print the kernel's median GB/s
 // beside the probe's median and their ratio.
-//   bench_quant [--runs N] [--threads N] [--quick] [--gemv] [--hot]
-// --gemv: only the GEMV rows. --hot: only the GEMV rows, on one LLC-resident weight and without
-// the probe (decode throughput; the "read" column is meaningless then).
+//   bench_quant [--runs N] [--threads N] [--quick] [--gemv] [--hot] [--uniform-codes]
+// --gemv: only the GEMV rows. --hot: only the GEMV rows, on one LLC-resident weight, the probe
+// reading LLC-resident bytes too (decode throughput against the LLC's). --uniform-codes: random
+// codes instead of quantized N(0, 0.02) weights (the worst case for FP8: many subnormals).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <numeric>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -58,25 +61,62 @@ struct QWeight {
   size_t bytes = 0;  // codes + scales read by one MatMul
 };
 
-QWeight MakeWeight(WeightFormat fmt, size_t rows, size_t cols, uint32_t seed) {
+// Codes of random draws (every finite code equally likely; ~1/16 of the e4m3 codes subnormal) or,
+// by default, of N(0, 0.02) weights run through the quantizers, as a checkpoint's (where e4m3
+// subnormals are rare: |w| below amax / 28672 of the block).
+bool g_uniform_codes = false;
+
+void FillCodes(WeightFormat fmt, size_t rows, size_t cols, uint32_t seed, QWeight& q) {
   std::mt19937 rng(seed);
+  const bool fp8 = fmt == WeightFormat::kFp8Block;
+  if (g_uniform_codes) {
+    if (fp8) {
+      for (uint8_t& c : q.codes) c = static_cast<uint8_t>(rng() % 0x7f) | (rng() & 0x80);
+      for (float& s : q.scales_f32) s = 1e-4f * (1 + rng() % 100);
+    } else {
+      for (uint8_t& c : q.codes) c = static_cast<uint8_t>(rng());
+      for (uint8_t& s : q.scales_u8) s = static_cast<uint8_t>(117 + rng() % 8);
+    }
+    return;
+  }
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> w(rows * cols);
+  for (float& v : w) v = normal(rng);
+  if (fp8)
+    QuantizeFp8Block(w.data(), rows, cols, q.codes.data(), q.scales_f32.data());
+  else
+    QuantizeMxfp4(w.data(), rows, cols, q.codes.data(), q.scales_u8.data());
+}
+
+QWeight MakeWeight(WeightFormat fmt, size_t rows, size_t cols, uint32_t seed) {
   QWeight q;
   if (fmt == WeightFormat::kFp8Block) {
     q.codes.resize(rows * cols);
-    for (uint8_t& c : q.codes) c = static_cast<uint8_t>(rng() % 0x7f) | (rng() & 0x80);
     const size_t sr = (rows + 127) / 128, sc = (cols + 127) / 128;
     q.scales_f32.resize(sr * sc);
-    for (float& s : q.scales_f32) s = 1e-4f * (1 + rng() % 100);
     q.view = {DType::kF8E4M3, q.codes.data(), rows, cols, cols, fmt, q.scales_f32.data(), sc};
     q.bytes = rows * cols + sr * sc * 4;
   } else {
     q.codes.resize(rows * cols / 2);
-    for (uint8_t& c : q.codes) c = static_cast<uint8_t>(rng());
     q.scales_u8.resize(rows * cols / 32);
-    for (uint8_t& s : q.scales_u8) s = static_cast<uint8_t>(117 + rng() % 8);
     q.view = {DType::kU8, q.codes.data(), rows, cols, cols / 2, fmt, q.scales_u8.data(), cols / 32};
     q.bytes = rows * cols / 2 + rows * cols / 32;
   }
+  // Quantizing is slow (scalar): copies of a shape share the codes of the first one made.
+  static std::map<std::tuple<WeightFormat, size_t, size_t>, QWeight> made;
+  const auto key = std::make_tuple(fmt, rows, cols);
+  auto it = made.find(key);
+  if (it == made.end()) {
+    FillCodes(fmt, rows, cols, seed, q);
+    made.emplace(key, q);
+  } else {
+    q.codes = it->second.codes;
+    q.scales_u8 = it->second.scales_u8;
+    q.scales_f32 = it->second.scales_f32;
+  }
+  q.view.data = q.codes.data();
+  q.view.scales = fmt == WeightFormat::kFp8Block ? static_cast<const void*>(q.scales_f32.data())
+                                                 : q.scales_u8.data();
   return q;
 }
 
@@ -102,10 +142,11 @@ class ReadProbe {
     });
   }
   ~ReadProbe() { std::free(buf_); }
-  // Seconds to read `bytes` (rounded to whole cache lines per thread).
-  double Seconds(size_t bytes) {
+  // Seconds to read `bytes` (rounded to whole cache lines per thread). hot: the same bytes every
+  // time (LLC-resident after the first call).
+  double Seconds(size_t bytes, bool hot = false) {
     const size_t n = std::min(bytes / sizeof(float), kFloats / 2);
-    if (pos_ + n > kFloats) pos_ = 0;
+    if (pos_ + n > kFloats || hot) pos_ = 0;
     const double t0 = Now();
     pool_.Run([&](size_t t, size_t nt) {
       const size_t chunk = n / nt / 16 * 16;
@@ -132,8 +173,8 @@ double Median(std::vector<double> v) {
 }
 
 // MatMul with m tokens on a quantized [rows, cols] weight: `runs` rounds of (read probe, kernel).
-// hot: one weight, resident in the LLC after the first run, and no probe: the kernel's decode
-// throughput, what it would reach on memory faster than the decode.
+// hot: one weight, resident in the LLC after the first run, and the probe re-reading the same
+// bytes (LLC bandwidth): the kernel's decode throughput, what it would reach on faster memory.
 void BenchGemv(ThreadPool& pool, ReadProbe& probe, int runs, WeightFormat fmt, const Shape& s,
                size_t m, const float* x, float* y, bool hot) {
   const size_t one = MakeWeight(fmt, 128, s.cols, 0).bytes * s.rows / 128;
@@ -143,7 +184,7 @@ void BenchGemv(ThreadPool& pool, ReadProbe& probe, int runs, WeightFormat fmt, c
   const double bytes = w[0].bytes;
   std::vector<double> kernel_gbps, probe_gbps, ratio;
   for (int r = -1; r < runs; ++r) {  // round -1 warms up
-    const double probe_s = hot ? 1.0 : probe.Seconds(w[0].bytes);
+    const double probe_s = probe.Seconds(w[0].bytes, hot);
     const double t0 = Now();
     MatMul(x, s.cols, m, w[(r + 1) % copies].view, y, s.rows, pool);
     const double kernel_s = Now() - t0;
@@ -238,6 +279,8 @@ int Main(int argc, char** argv) {
       quick = true;
     else if (!std::strcmp(argv[i], "--gemv"))
       gemv_only = true;
+    else if (!std::strcmp(argv[i], "--uniform-codes"))
+      g_uniform_codes = true;
     else if (!std::strcmp(argv[i], "--hot"))
       gemv_only = hot = true;
   }
