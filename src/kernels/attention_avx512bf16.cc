@@ -12,6 +12,8 @@
 //      horizontal max, vector exp (simd_math_avx512.h, ~2e-7 relative), one horizontal sum.
 //   4. P.V for up to 4 rows at a time, 64 output columns (4 zmm per row) in registers across the
 //      chunk's keys; the row's accumulator is rescaled as it is loaded.
+// K/V rows two chunks ahead are prefetched into L2 (scattered blocks defeat the hardware
+// prefetcher). head_dim > 256 (beyond the thread_local chunk scratch) takes the generic tile.
 // Numerics as the generic tile and AttentionReference: q, scores, softmax and sums in f32, K and
 // V dequantized exactly (bf16 -> f32, e4m3 x scale with one f32 rounding); only summation order
 // (and the exp) differ.
