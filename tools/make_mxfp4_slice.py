@@ -11,7 +11,8 @@ stays at a few tens of MB):
              the layout and quantization_config of tools/quantize.py --format mxfp4 (attention,
              router and lm_head excluded, so bf16).
   the rest   gen_checkpoint.py's tensors and values for the same (seed, name): bf16 attention,
-             norms, embedding, lm_head; bf16 router N(0, 4/in); F32 routing bias N(0, 0.1).
+             norms, embedding, lm_head; bf16 router N(0, 4/in); F32 routing bias N(0, 0.001)
+             (--bias-std; gen_checkpoint.py defaults to 0.1).
 
 Realistic codes without the bf16 weights: for each input dim (3072 for w1/w3, 1536 for w2) a
 calibration sample N(0, 1/in) -- gen_checkpoint.py's projection scale -- goes through
@@ -157,8 +158,8 @@ def write_slice(a):
         weight_map.update({s[0]: fname for s in group})
         print(f"wrote {fname}: {sum(nbytes(s) for s in group) / 1e9:.2f} GB", flush=True)
     with open(os.path.join(a.out, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))},
-                  f, indent=2)
+        index = {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}
+        json.dump(index, f, indent=2)
     cfg = gen_checkpoint.build_config(a)
     cfg["quantization_config"] = quantize.quark_config(exclude)
     with open(os.path.join(a.out, "config.json"), "w") as f:
@@ -177,6 +178,12 @@ def parse_args(argv=None):
     p.add_argument("--vocab", type=int, default=8192)
     p.add_argument("--shards", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
+    # gen_checkpoint's default 0.1 decides routing on its own here: the top-8 of 256 sigmoid scores
+    # all sit near 1 (logit std 2), so the bias outweighs their differences and 512 random tokens
+    # reach only ~115 of the 256 experts (one gets ~140 of the 4096 picks; 0.01 still gives max
+    # ~45). 0.001 gives the spread of uniform picks (all 256 used, max ~29, count std 4.4 vs 3.9),
+    # as a load-balanced trained router would; prefill speed depends on that spread.
+    p.add_argument("--bias-std", type=float, default=0.001, help="e_score_correction_bias std")
     mine = p.parse_args(argv)
     # Everything else: MiniMax-M2's real per-layer shapes, through gen_checkpoint's own parser so
     # the config and the non-expert tensors are exactly what make_bench_checkpoint.sh writes.
@@ -185,7 +192,7 @@ def parse_args(argv=None):
         str(mine.layers), "--heads", "48", "--kv-heads", "8", "--head-dim", "128",
         "--rotary-dim", "64", "--intermediate", "1536", "--experts", str(mine.experts),
         "--top-k", "8", "--vocab", str(mine.vocab), "--rope-theta", "5000000", "--eps", "1e-6",
-        "--bos", "1", "--eos", "2", "--seed", str(mine.seed)])
+        "--bos", "1", "--eos", "2", "--seed", str(mine.seed), "--bias-std", str(mine.bias_std)])
     a.shards = max(1, mine.shards)
     return a
 
