@@ -270,6 +270,78 @@ TEST(QuantMatMul, Mxfp4ExtremeScalesEveryIsa) {
   for (size_t m : {1, 3, 17}) CheckMatMul(high.view, m, std::ldexp(1.0f, -110), false, pool, rng);
 }
 
+// The decode-bound GEMV path (m < 8): every token count, views whose col0 is a multiple of 64 (the
+// 64-code steps) but not of 128 (a first block cut short), k not a multiple of 64 (a masked last
+// step), and k beyond the permuted-x panel of 7 tokens (2304 columns), so that y is accumulated
+// over two panels.
+TEST(QuantGemv, Fp8EveryTokenCountBlockCutsAndPanels) {
+  ThreadPool pool(2);
+  std::mt19937 rng(21);
+  struct V {
+    size_t full_rows, full_cols, row0, col0, rows, cols;
+  };
+  const V views[] = {
+      {20, 300, 0, 64, 20, 236},       // first block 64 wide, last step 44 codes
+      {140, 2600, 3, 128, 133, 2472},  // two panels for m >= 7 (and row blocks straddled)
+      {9, 2600, 0, 192, 9, 2305},      // two panels, the second 1 column wide
+  };
+  for (const V& v : views) {
+    QuantWeight q = MakeFp8(v.full_rows, v.full_cols, v.row0, v.col0, v.rows, v.cols, rng);
+    for (size_t m = 1; m <= 7; ++m) CheckMatMul(q.view, m, 1.0f, m % 2 == 0, pool, rng);
+  }
+  // Subnormal and zero codes only, and mixed with normal ones: the decoder patches vectors that
+  // contain any.
+  for (uint8_t mask : {uint8_t{0x87}, uint8_t{0x8f}}) {
+    QuantWeight sub = MakeFp8(30, 400, 0, 64, 30, 336, rng, mask);
+    for (size_t m = 1; m <= 7; ++m) CheckMatMul(sub.view, m, 1.0f, false, pool, rng);
+  }
+}
+
+TEST(QuantGemv, Mxfp4EveryTokenCountAndPanels) {
+  ThreadPool pool(2);
+  std::mt19937 rng(22);
+  // 2560 columns: two panels for m >= 7; 96 and 160: a last step of 3 and 1 groups.
+  const size_t shapes[][2] = {{21, 96}, {19, 160}, {11, 2560}};
+  for (const auto& sh : shapes) {
+    QuantWeight q = MakeMxfp4(sh[0], sh[1], 0, 0, sh[0], sh[1], rng);
+    for (size_t m = 1; m <= 7; ++m) CheckMatMul(q.view, m, 1.0f, m % 3 == 0, pool, rng);
+  }
+  // A group with scale 0 or 1 in some rows only (those rows take the unfolded path, the others
+  // not; the other end, 253 and 254, is covered by Mxfp4ExtremeScalesEveryIsa).
+  QuantWeight mixed = MakeMxfp4(24, 256, 0, 0, 24, 256, rng);
+  for (size_t r = 0; r < 24; r += 5) mixed.scales_u8[r * 8 + r % 8] = r % 2 ? 1 : 0;
+  for (size_t m : {1, 2, 5}) CheckMatMul(mixed.view, m, 1.0f, false, pool, rng);
+}
+
+// e8m0 255 is NaN: a row with such a group gives NaN (as the reference), the others stay exact.
+TEST(QuantGemv, Mxfp4NanScale) {
+  ThreadPool pool(2);
+  std::mt19937 rng(23);
+  const size_t rows = 10, cols = 192;
+  QuantWeight q = MakeMxfp4(rows, cols, 0, 0, rows, cols, rng);
+  q.scales_u8[3 * 6 + 4] = 255;
+  std::vector<float> x = RandomF32(3 * cols, rng), ref(3 * rows), dq(rows * cols);
+  MatMulReference(x.data(), cols, 3, q.view, ref.data(), rows, false);
+  DequantizeToF32(q.view, dq.data(), cols);
+  for (Isa isa : AvailableIsas()) {
+    IsaScope scope(isa);
+    for (size_t m : {1, 3}) {
+      std::vector<float> got(m * rows);
+      MatMul(x.data(), cols, m, q.view, got.data(), rows, pool);
+      for (size_t t = 0; t < m; ++t)
+        for (size_t n = 0; n < rows; ++n) {
+          const size_t i = t * rows + n;
+          ASSERT_EQ(std::isnan(got[i]), n == 3) << IsaName(isa) << " t=" << t << " n=" << n;
+          if (n == 3) continue;
+          double abs_sum = 0;
+          for (size_t k = 0; k < cols; ++k)
+            abs_sum += std::fabs(double{RoundToBf16(x[t * cols + k])} * dq[n * cols + k]);
+          ASSERT_NEAR(got[i], ref[i], SumTolerance(cols, abs_sum)) << IsaName(isa);
+        }
+    }
+  }
+}
+
 TEST(QuantMoe, Fp8AndMxfp4ExpertsMatchReferenceEveryIsa) {
   ThreadPool pool(2);
   std::mt19937 rng(14);
