@@ -1,13 +1,17 @@
 // AVX-512 BF16 kernels on quantized weights (this TU is built with the AVX-512 BF16 flags).
 //
-// Both formats decode to bf16 EXACTLY, in registers, 32 weights at a time:
+// Both formats decode to bf16 EXACTLY, in registers, and feed vdpbf16ps. vdpbf16ps treats bf16
+// subnormals as zero, so every decoded weight must be a normal bf16 (or ±0).
+// GEMM (m >= 8) decodes 32-row panels in column order, 32 weights at a time:
 //  e4m3: the code's 7 magnitude bits shifted into a bf16's exponent/mantissa and the exponent
 //        rebiased (+120); subnormal codes (exponent field 0, m · 2^-9) come from an 8-entry
-//        table (vpermw), because vdpbf16ps treats bf16 subnormals as zero.
+//        table (vpermw).
 //  e2m1: a 16-entry table (vpermw) gives the bf16 of the code's value; the group's e8m0 scale
 //        2^(s − 127) is added to the exponent field of the nonzero ones. Exact while the result
-//        stays a normal bf16, i.e. for s in [2, 252]; groups outside take an exact slower path
-//        (dot of the unscaled values, times the f32 scale).
+//        stays a normal bf16, i.e. for s in [2, 252]; a panel with a scale outside takes the GEMV.
+// GEMV (m < 8, the decode: bound by the decode's instructions, not by memory, when done as above)
+// decodes 64 code bytes per step into a permuted order and permutes x to match once per call; see
+// "GEMV" below. Its MXFP4 scales multiply each group's f32 partial sum (exact for every e8m0).
 // FP8's f32 block scale cannot be folded into bf16 exactly, so partial dot products are kept per
 // 128-column scale block and multiplied by the block's scale (GEMV: in registers; GEMM: the bf16
 // GEMM runs one block of columns at a time into a small buffer that is scaled into y).
@@ -38,17 +42,6 @@ alignas(64) const uint16_t kE2M1Bf16[32] = {
 
 inline __m512bh AsBh(__m512i v) {
   return (__m512bh)v;
-}
-
-inline float BitsToFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-inline float E8M0(uint8_t e) {
-  if (e == 255) return __builtin_nanf("");
-  return e == 0 ? BitsToFloat(0x00400000u) : BitsToFloat(uint32_t{e} << 23);
 }
 
 // 32 e4m3 codes (one per 16-bit lane) → their bf16 encodings.
@@ -281,6 +274,25 @@ alignas(64) const uint32_t kScaleToLane[16] = {
     0xff,     0xff,     0xff,     0xff,     0xff00,     0xff00,     0xff00,     0xff00,
     0xff0000, 0xff0000, 0xff0000, 0xff0000, 0xff000000, 0xff000000, 0xff000000, 0xff000000};
 
+// acc + (x0·w0 + x1·w1 + x2·w2 + x3·w3) · s. For one token the four vdpbf16ps run as two chains
+// (one chain of four is latency-bound); several tokens already give the core independent chains,
+// and one chain saves the add.
+template <int M>
+inline __m512 Dot4Scaled(__m512 acc, __m512i x0, __m512i x1, __m512i x2, __m512i x3,
+                         const __m512i* w, __m512 s) {
+  __m512 p = _mm512_dpbf16_ps(_mm512_setzero_ps(), AsBh(x0), AsBh(w[0]));
+  if constexpr (M == 1) {
+    __m512 q = _mm512_dpbf16_ps(_mm512_setzero_ps(), AsBh(x1), AsBh(w[1]));
+    p = _mm512_dpbf16_ps(p, AsBh(x2), AsBh(w[2]));
+    q = _mm512_dpbf16_ps(q, AsBh(x3), AsBh(w[3]));
+    return _mm512_fmadd_ps(_mm512_add_ps(p, q), s, acc);
+  }
+  p = _mm512_dpbf16_ps(p, AsBh(x1), AsBh(w[1]));
+  p = _mm512_dpbf16_ps(p, AsBh(x2), AsBh(w[2]));
+  p = _mm512_dpbf16_ps(p, AsBh(x3), AsBh(w[3]));
+  return _mm512_fmadd_ps(p, s, acc);
+}
+
 template <int M>
 inline void AddSums(const __m512* acc, float* y, size_t ldy, bool add) {
   for (int t = 0; t < M; ++t) {
@@ -322,11 +334,7 @@ void Fp8PanelDot(const bf16* xp, size_t ldxp, const uint8_t* codes, size_t code_
         const __m512i x0 = _mm512_load_si512(x), x1 = _mm512_load_si512(x + 32);
         const __m512i x2 = _mm512_load_si512(x + 64), x3 = _mm512_load_si512(x + 96);
         for (int r = 0; r < R; ++r) {
-          __m512 p = _mm512_dpbf16_ps(_mm512_setzero_ps(), AsBh(x0), AsBh(w[r][0]));
-          __m512 q = _mm512_dpbf16_ps(_mm512_setzero_ps(), AsBh(x1), AsBh(w[r][1]));
-          p = _mm512_dpbf16_ps(p, AsBh(x2), AsBh(w[r][2]));
-          q = _mm512_dpbf16_ps(q, AsBh(x3), AsBh(w[r][3]));
-          acc[r][t] = _mm512_fmadd_ps(_mm512_add_ps(p, q), s[r], acc[r][t]);
+          acc[r][t] = Dot4Scaled<M>(acc[r][t], x0, x1, x2, x3, w[r], s[r]);
         }
       }
       i = block_end;
@@ -418,12 +426,7 @@ void Mxfp4PanelDot(const bf16* xp, size_t ldxp, const uint8_t* codes, size_t cod
       const __m512i x0 = _mm512_load_si512(x), x1 = _mm512_load_si512(x + 32);
       const __m512i x2 = _mm512_load_si512(x + 64), x3 = _mm512_load_si512(x + 96);
       for (int r = 0; r < R; ++r) {
-        // Two chains of two: vdpbf16ps latency, not throughput, bounds one chain of four.
-        __m512 p = _mm512_dpbf16_ps(_mm512_setzero_ps(), AsBh(x0), AsBh(v[r][0]));
-        __m512 q = _mm512_dpbf16_ps(_mm512_setzero_ps(), AsBh(x1), AsBh(v[r][1]));
-        p = _mm512_dpbf16_ps(p, AsBh(x2), AsBh(v[r][2]));
-        q = _mm512_dpbf16_ps(q, AsBh(x3), AsBh(v[r][3]));
-        acc[r][t] = _mm512_fmadd_ps(_mm512_add_ps(p, q), sv[r], acc[r][t]);
+        acc[r][t] = Dot4Scaled<M>(acc[r][t], x0, x1, x2, x3, v[r], sv[r]);
       }
     }
   }
