@@ -4,10 +4,11 @@
 // The GEMV rows interleave a read-bandwidth probe of the same size with every kernel run (the host
 // is shared and its bandwidth drifts by 30%+ between seconds), and print the kernel's median GB/s
 // beside the probe's median and their ratio.
-//   bench_quant [--runs N] [--threads N] [--quick] [--gemv] [--hot] [--uniform-codes]
+//   bench_quant [--runs N] [--threads N] [--quick] [--gemv] [--hot] [--uniform-codes] [--m M]
 // --gemv: only the GEMV rows. --hot: only the GEMV rows, on one LLC-resident weight, the probe
 // reading LLC-resident bytes too (decode throughput against the LLC's). --uniform-codes: random
-// codes instead of quantized N(0, 0.02) weights (the worst case for FP8: many subnormals).
+// codes instead of quantized N(0, 0.02) weights (the worst case for FP8: many subnormals). --m M:
+// only the GEMV rows with m = M (1, 2, 4 or 7).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -270,6 +271,7 @@ int Main(int argc, char** argv) {
   int runs = 11;
   size_t threads = 0;
   bool quick = false, gemv_only = false, hot = false;
+  size_t only_m = 0;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--runs") && i + 1 < argc)
       runs = std::atoi(argv[++i]);
@@ -279,6 +281,8 @@ int Main(int argc, char** argv) {
       quick = true;
     else if (!std::strcmp(argv[i], "--gemv"))
       gemv_only = true;
+    else if (!std::strcmp(argv[i], "--m") && i + 1 < argc)
+      only_m = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--uniform-codes"))
       g_uniform_codes = true;
     else if (!std::strcmp(argv[i], "--hot"))
@@ -308,6 +312,7 @@ int Main(int argc, char** argv) {
     for (const Shape& s : shapes)
       for (size_t m : {1, 2, 4, 7}) {
         if (!gemv_only && m != 1 && m != 4) continue;
+        if (only_m && m != only_m) continue;
         BenchGemv(pool, probe, runs * 4, fmt, s, m, x.data(), y.data(), hot);
       }
     if (gemv_only) continue;
