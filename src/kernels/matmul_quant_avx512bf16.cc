@@ -433,8 +433,6 @@ void Mxfp4PanelDot(const bf16* xp, size_t ldxp, const uint8_t* codes, size_t cod
   for (int r = 0; r < R; ++r) AddSums<M>(acc[r], y + r, ldy, add);
 }
 
-// Rows processed together for M tokens: accumulators and decoded weights must fit 32 registers.
-
 // Rows processed together (sharing x loads) for M tokens. On LLC-resident weights 2-4 rows made
 // MXFP4 m = 1 10-15% faster, but from DRAM (one Zen 4 core) interleaving 2-4 row streams cut it
 // from ~20 to ~10 GB/s, so one row at a time.
