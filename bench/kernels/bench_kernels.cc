@@ -1,6 +1,6 @@
 // bench_kernels: MatMul (decode GEMV m=1, prefill GEMM m=512) on the MiniMax-M2.1 shapes and
 // MoeExperts decode, each beside this machine's measured roofline. Median of the runs.
-//   bench_kernels [--runs N] [--threads N] [--quick]
+//   bench_kernels [--runs N] [--threads N] [--quick] [--gemv-m M]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -61,6 +61,7 @@ int Main(int argc, char** argv) {
   int runs = 11;
   size_t threads = 0;
   bool quick = false;
+  size_t gemv_m = 1;  // tokens of the GEMV rows (2..7: a decode batch's tokens per expert)
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--runs") && i + 1 < argc)
       runs = std::atoi(argv[++i]);
@@ -68,6 +69,8 @@ int Main(int argc, char** argv) {
       threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick"))
       quick = true;
+    else if (!std::strcmp(argv[i], "--gemv-m") && i + 1 < argc)
+      gemv_m = std::max(1, std::atoi(argv[++i]));
   }
   ThreadPool pool(threads);
   std::printf("isa %s, %zu threads, median of %d runs\n", IsaName(BestIsa()).c_str(),
@@ -85,14 +88,14 @@ int Main(int argc, char** argv) {
   std::vector<float> x(512 * 6144), y(512 * 6144);
   for (float& v : x) v = (static_cast<int>(rng() % 2001) - 1000) * 1e-3f;
 
-  std::printf("GEMV m=1 (weights cycled through > 4x LLC so every byte comes from DRAM)\n");
+  std::printf("GEMV m=%zu (weights cycled through > 4x LLC so every byte comes from DRAM)\n", gemv_m);
   for (const Shape& s : shapes) {
     const size_t bytes = s.rows * s.cols * 2;
     const size_t copies = std::max<size_t>(2, (160u << 20) / bytes);
     std::vector<std::vector<bf16>> w;
     for (size_t c = 0; c < copies; ++c) w.push_back(RandomWeights(s.rows * s.cols, c + 1));
     const Timing tm = Time(runs * 4, [&](int r) {
-      MatMul(x.data(), s.cols, 1, Bf16Matrix(w[r % copies].data(), s.rows, s.cols), y.data(),
+      MatMul(x.data(), s.cols, gemv_m, Bf16Matrix(w[r % copies].data(), s.rows, s.cols), y.data(),
              s.rows, pool);
     });
     const double gbps = bytes / tm.median_s / 1e9, best = bytes / tm.best_s / 1e9;
