@@ -36,6 +36,7 @@ struct ServeOptions {
   size_t max_num_seqs = 256;
   size_t max_num_batched_tokens = 2048;
   size_t long_prefill_token_threshold = 0;
+  size_t max_num_prefills_while_decoding = 1;
   size_t block_size = 16;
   bool no_prefix_caching = false;
   std::string chat_template_file;
@@ -204,6 +205,7 @@ int RunServe(ServeOptions& o) {
     ec.scheduler.max_num_seqs = o.max_num_seqs;
     ec.scheduler.max_num_batched_tokens = o.max_num_batched_tokens;
     ec.scheduler.long_prefill_token_threshold = o.long_prefill_token_threshold;
+    ec.scheduler.max_num_prefills_while_decoding = o.max_num_prefills_while_decoding;
     ec.scheduler.prefix_caching = !o.no_prefix_caching;
     ec.scheduler.seed = o.seed;
     auto llm = std::make_unique<engine::LLMEngine>(m, ec, session->context());
@@ -272,6 +274,10 @@ CommandRegistration reg{
       sub.add_option("--long-prefill-token-threshold", o->long_prefill_token_threshold,
                      "Most prompt tokens one request computes per step (0: no cap below "
                      "--max-num-batched-tokens)")
+          ->capture_default_str();
+      sub.add_option("--max-num-prefills-while-decoding", o->max_num_prefills_while_decoding,
+                     "While requests are decoding, most prompts computed per step (0: no limit); "
+                     "staggers bursts of arrivals so streams keep flowing")
           ->capture_default_str();
       sub.add_option("--block-size", o->block_size, "KV cache block size in tokens")
           ->check(CLI::Range(1, 1024))

@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "core/check.h"
@@ -159,17 +160,23 @@ ScheduledStep Scheduler::Schedule() {
     Push(step, seq, 1);
     --budget;
   }
+  // Prefills allowed in this step beside the decodes above.
+  const size_t decodes = step.seqs.size();
+  size_t prefills_left = decodes > 0 && config_.max_num_prefills_while_decoding > 0
+                             ? config_.max_num_prefills_while_decoding
+                             : SIZE_MAX;
   // 2. Running sequences in the middle of their prompt (or of a recompute).
   for (Sequence* seq : running) {
     if (seq->status_ != SeqStatus::kRunning || !seq->is_prefilling() || IsScheduled(seq)) continue;
-    if (budget == 0 || step.seqs.size() >= config_.max_num_seqs) break;
+    if (budget == 0 || step.seqs.size() >= config_.max_num_seqs || prefills_left == 0) break;
     const size_t n = std::min({seq->num_tokens() - seq->num_computed_tokens_, budget, chunk_cap});
     if (!EnsureBlocks(seq, seq->num_computed_tokens_ + n, step)) continue;
     Push(step, seq, n);
     budget -= n;
+    --prefills_left;
   }
   // 3. Admission, strictly first come first served.
-  while (step.preempted.empty() && !waiting_.empty() && budget > 0 &&
+  while (step.preempted.empty() && !waiting_.empty() && budget > 0 && prefills_left > 0 &&
          running_.size() < config_.max_num_seqs && step.seqs.size() < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     const auto tokens = seq->tokens();
@@ -188,6 +195,7 @@ ScheduledStep Scheduler::Schedule() {
     AddToRunning(seq);
     Push(step, seq, n);
     budget -= n;
+    --prefills_left;
   }
 
   // Views are taken last: no table changes after this point until Postprocess.

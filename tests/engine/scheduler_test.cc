@@ -295,6 +295,29 @@ TEST(Scheduler, LongPrefillThresholdCapsEachPromptsChunk) {
   EXPECT_LT(first_token_step[2], first_token_step[3]);
 }
 
+TEST(Scheduler, OnePromptPerStepWhileDecoding) {
+  SchedulerConfig c = BaseConfig();
+  c.max_num_batched_tokens = 64;
+  SamplingParams params;
+  params.max_tokens = 5;
+  for (size_t limit : {size_t{1}, size_t{2}, size_t{0}}) {
+    c.max_num_prefills_while_decoding = limit;
+    Scheduler s(c);
+    // Nothing decodes yet: a burst of prompts fills the budget whatever the limit.
+    for (uint64_t id = 1; id <= 3; ++id) s.AddSequence(id, {1, 2, 3, 4}, params);
+    ScheduledStep step = s.Schedule();
+    EXPECT_EQ(step.seqs.size(), 3u);
+    s.Postprocess(step, std::vector<int32_t>{7, 7, 7});
+    // Three decode now; a second burst is admitted `limit` prompts a step (all at once for 0).
+    for (uint64_t id = 4; id <= 7; ++id) s.AddSequence(id, {5, 6, 7}, params);
+    step = s.Schedule();
+    size_t prefills = 0;
+    for (const ScheduledSeq& q : step.seqs) prefills += q.seq->num_output_tokens() == 0;
+    EXPECT_EQ(step.seqs.size() - prefills, 3u);
+    EXPECT_EQ(prefills, limit == 0 ? 4u : limit) << "limit " << limit;
+  }
+}
+
 TEST(Scheduler, DecodesComeFirstAndPrefillsFillTheBudget) {
   SchedulerConfig c = BaseConfig();
   c.max_num_batched_tokens = 16;
