@@ -18,18 +18,6 @@ namespace {
 // packed GEMM reaches 120 at m = 16 and ~190 at m = 512).
 constexpr size_t kGemmMinM = 8;
 
-// The AVX-512 bf16 GEMV keeps all m rows of x hot in L1 while it streams each weight row once;
-// past ~12 KiB of x (+ the row) L1 thrashes (Zen 4, [1536, 3072] from DRAM, one core: m = 3
-// GEMV 732 us vs GEMM 638, m = 4 1077 vs 646; at k = 1536, m = 4 GEMV 604 vs GEMM 658, m = 6
-// 1301 vs 700), so there the packed GEMM is used from m = 2. One token always takes the GEMV.
-constexpr size_t kGemvMaxXBytes = 12 << 10;
-
-bool UsesGemv(Isa isa, const WeightMatrix& w, size_t m) {
-  if (m >= kGemmMinM) return false;
-  if (m == 1 || isa != Isa::kAvx512Bf16 || w.format != WeightFormat::kDense) return true;
-  return m * w.cols * sizeof(bf16) <= kGemvMaxXBytes;
-}
-
 void CheckShapes(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* y,
                  size_t ldy) {
   CheckWeight(w);
@@ -238,9 +226,9 @@ PreparedX PrepareXParallel(Isa isa, DType w_dtype, const float* x, size_t ldx, c
   return px;
 }
 
-size_t MatMulRowGrain(Isa isa, const WeightMatrix& w, size_t m) {
+size_t MatMulRowGrain(Isa isa, size_t m) {
   if (isa == Isa::kScalar) return 8;
-  if (UsesGemv(isa, w, m)) return 8;
+  if (m < kGemmMinM) return 8;
   return isa == Isa::kAvx512Bf16 ? 32 : 16;
 }
 
@@ -259,7 +247,7 @@ void MatMulRows(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, s
   }
   const bf16* wn = static_cast<const bf16*>(w.data) + n0 * w.row_stride;
   if (isa == Isa::kAvx512Bf16) {
-    if (UsesGemv(isa, w, x.m))
+    if (x.m < kGemmMinM)
       return avx512bf16::GemvBf16(x.b16, x.ld, x.m, wn, w.row_stride, k, rows, yn, ldy, accumulate);
     bf16* pack = tl_pack.As<bf16>(avx512bf16::PackElemsGemmBf16(k));
     return avx512bf16::GemmBf16(x.b16, x.ld, x.m, wn, w.row_stride, k, rows, yn, ldy, accumulate,
@@ -284,7 +272,7 @@ void MatMul(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* 
   const PreparedX px = m >= kGemmMinM
                            ? PrepareXParallel(isa, w.dtype, x, ldx, nullptr, m, w.cols, tl_x, pool)
                            : PrepareX(isa, w.dtype, x, ldx, m, w.cols, tl_x);
-  pool.ParallelFor(w.rows, MatMulRowGrain(isa, w, m), [&](size_t n0, size_t n1) {
+  pool.ParallelFor(w.rows, MatMulRowGrain(isa, m), [&](size_t n0, size_t n1) {
     MatMulRows(isa, px, w, n0, n1, y, ldy, accumulate);
   });
 }

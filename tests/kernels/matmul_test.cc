@@ -149,15 +149,14 @@ TEST(MatMul, AccumulateAndDenseStridesEveryIsa) {
   }
 }
 
-// Few tokens over long rows: the AVX-512 bf16 path switches from the GEMV to the packed GEMM
-// once m rows of x exceed what L1 holds beside a weight row (matmul.cc); both sides of the switch
-// and an odd k past it.
+// Few tokens over long rows: the AVX-512 bf16 GEMV walks 2..7 tokens in column chunks of 1024
+// and row blocks of 8 (one chunk, several, a partial last one; row counts not a multiple of 8).
 TEST(MatMul, FewTokensLongRowsEveryIsa) {
   ThreadPool pool(2);
   std::mt19937 rng(12);
   for (Isa isa : AvailableIsas()) {
     IsaScope scope(isa);
-    for (size_t m : {1, 2, 3, 4, 7})
+    for (size_t m : {1, 2, 3, 4, 5, 6, 7})
       for (size_t cols : {1536, 3072, 3001}) {
         CheckAgainstReference({m, 70, cols, cols + 7, cols, 75}, DType::kBF16, m % 2 == 0, pool,
                               rng);
