@@ -1,7 +1,8 @@
 // AVX-512 BF16 MatMul kernels (this TU only is built with -mavx512bf16 and friends).
 //
-// GEMV (few tokens): lanes run along k; R weight rows are streamed side by side, each 32-bf16 load
-// feeding one vdpbf16ps per token, and the 16 lane partial sums reduced at the end of the row.
+// GEMV (few tokens): lanes run along k, each 32-bf16 weight load feeding one vdpbf16ps per token,
+// the 16 lane partial sums reduced at the end of the row. One token streams whole rows; 2..7
+// tokens walk 8-row blocks in 1024-column chunks so their x stays in L1 (BlockedGemv).
 // GEMM: lanes run along the output features. A panel of 32 weight rows is packed once into
 // [k/2][32][2] bf16 pairs (L2 resident) and swept by a 12-token × 32-feature register tile:
 // per k pair, 2 vector loads of the panel, 12 broadcasts of x pairs, 24 vdpbf16ps.
@@ -188,12 +189,58 @@ inline void GemvF32Block(const float* x, size_t k, const float* w, size_t row_st
 // buffer across chunks, and the next block's rows are prefetched into L2 meanwhile (the chunked
 // walk is no longer one sequential stream the hardware prefetcher follows).
 constexpr size_t kBlockRows = 8, kColChunk = 1024;
-constexpr int kBlockedGemvMaxTokens = 7;
+constexpr int kBlockTokens = 7;  // tokens per pass over a row block (2 × 7 accumulators + 2 W)
 
+// y[t, j] (+)= x[t] · W[j] for j < nr rows of a block and M tokens.
 template <int M>
-void BlockedGemv(const bf16* xb, size_t ldxb, const bf16* w, size_t row_stride, size_t k,
-                 size_t rows, float* y, size_t ldy, bool accumulate) {
+void BlockDot(const bf16* xb, size_t ldxb, const bf16* wb, size_t row_stride, size_t k, size_t nr,
+              float* y, size_t ldy, bool accumulate, PanelPrefetch& pf) {
   alignas(64) __m512 part[kBlockRows][M];
+  for (size_t j = 0; j < nr; ++j)
+    for (int t = 0; t < M; ++t) part[j][t] = _mm512_setzero_ps();
+  for (size_t c0 = 0; c0 < k; c0 += kColChunk) {
+    const size_t c1 = k - c0 < kColChunk ? k : c0 + kColChunk;
+    for (size_t j = 0; j < nr; ++j) {
+      const bf16* wr = wb + j * row_stride;
+      __m512 a0[M], a1[M];
+      for (int t = 0; t < M; ++t) a0[t] = part[j][t], a1[t] = _mm512_setzero_ps();
+      size_t i = c0;
+      for (; i + 64 <= c1; i += 64) {
+        const __m512i w0 = _mm512_loadu_si512(wr + i), w1 = _mm512_loadu_si512(wr + i + 32);
+        for (int t = 0; t < M; ++t) {
+          a0[t] = _mm512_dpbf16_ps(a0[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + i)), AsBh(w0));
+          a1[t] =
+              _mm512_dpbf16_ps(a1[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + i + 32)), AsBh(w1));
+        }
+        if (pf.rows_left) pf.Issue();
+      }
+      for (; i < c1; i += 32) {  // only at the end of k (chunks are multiples of 64)
+        const __m512i wv = _mm512_maskz_loadu_epi16(TailMask32(c1 - i), wr + i);
+        for (int t = 0; t < M; ++t)  // x is zero padded to whole vectors
+          a0[t] = _mm512_dpbf16_ps(a0[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + i)), AsBh(wv));
+      }
+      for (int t = 0; t < M; ++t) part[j][t] = _mm512_add_ps(a0[t], a1[t]);
+    }
+  }
+  for (size_t j = 0; j < nr; ++j)
+    for (int t = 0; t < M; ++t) {
+      const float sum = _mm512_reduce_add_ps(part[j][t]);
+      float& out = y[t * ldy + j];
+      out = accumulate ? out + sum : sum;
+    }
+}
+
+using BlockDotFn = void (*)(const bf16*, size_t, const bf16*, size_t, size_t, size_t, float*,
+                            size_t, bool, PanelPrefetch&);
+constexpr BlockDotFn kBlockDot[kBlockTokens + 1] = {
+    nullptr,     BlockDot<1>, BlockDot<2>, BlockDot<3>,
+    BlockDot<4>, BlockDot<5>, BlockDot<6>, BlockDot<7>};
+
+// Tokens in passes of up to 7 over each row block; the block's rows come from DRAM once (into
+// L2 by the prefetch during the previous block) and from L2 for later passes.
+void BlockedGemv(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_stride,
+                 size_t k, size_t rows, float* y, size_t ldy, bool accumulate) {
+  const size_t passes = (m + kBlockTokens - 1) / kBlockTokens;
   for (size_t r0 = 0; r0 < rows; r0 += kBlockRows) {
     const size_t nr = rows - r0 < kBlockRows ? rows - r0 : kBlockRows;
     const bf16* wb = w + r0 * row_stride;
@@ -205,49 +252,16 @@ void BlockedGemv(const bf16* xb, size_t ldxb, const bf16* w, size_t row_stride, 
       pf.row_stride_bytes = row_stride * sizeof(bf16);
       pf.lines_per_row = (k * sizeof(bf16) + 63) / 64;
       pf.rows_left = next_rows;
-      const size_t steps = nr * ((k + 63) / 64);  // inner iterations over this block
+      const size_t steps = passes * nr * (k / 64 > 0 ? k / 64 : 1);  // inner iterations
       pf.per_pair = (next_rows * pf.lines_per_row + steps - 1) / steps;
     }
-    for (size_t j = 0; j < nr; ++j)
-      for (int t = 0; t < M; ++t) part[j][t] = _mm512_setzero_ps();
-    for (size_t c0 = 0; c0 < k; c0 += kColChunk) {
-      const size_t c1 = k - c0 < kColChunk ? k : c0 + kColChunk;
-      for (size_t j = 0; j < nr; ++j) {
-        const bf16* wr = wb + j * row_stride;
-        __m512 a0[M], a1[M];
-        for (int t = 0; t < M; ++t) a0[t] = part[j][t], a1[t] = _mm512_setzero_ps();
-        size_t i = c0;
-        for (; i + 64 <= c1; i += 64) {
-          const __m512i w0 = _mm512_loadu_si512(wr + i), w1 = _mm512_loadu_si512(wr + i + 32);
-          for (int t = 0; t < M; ++t) {
-            a0[t] = _mm512_dpbf16_ps(a0[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + i)), AsBh(w0));
-            a1[t] = _mm512_dpbf16_ps(a1[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + i + 32)),
-                                     AsBh(w1));
-          }
-          if (pf.rows_left) pf.Issue();
-        }
-        for (; i < c1; i += 32) {  // only at the end of k (chunks are multiples of 64)
-          const __m512i wv = _mm512_maskz_loadu_epi16(TailMask32(c1 - i), wr + i);
-          for (int t = 0; t < M; ++t)  // x is zero padded to whole vectors
-            a0[t] = _mm512_dpbf16_ps(a0[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + i)), AsBh(wv));
-        }
-        for (int t = 0; t < M; ++t) part[j][t] = _mm512_add_ps(a0[t], a1[t]);
-      }
+    for (size_t t0 = 0; t0 < m; t0 += kBlockTokens) {
+      const size_t mt = m - t0 < kBlockTokens ? m - t0 : kBlockTokens;
+      kBlockDot[mt](xb + t0 * ldxb, ldxb, wb, row_stride, k, nr, y + t0 * ldy + r0, ldy,
+                    accumulate, pf);
     }
-    for (size_t j = 0; j < nr; ++j)
-      for (int t = 0; t < M; ++t) {
-        const float sum = _mm512_reduce_add_ps(part[j][t]);
-        float& out = y[t * ldy + r0 + j];
-        out = accumulate ? out + sum : sum;
-      }
   }
 }
-
-using BlockedGemvFn = void (*)(const bf16*, size_t, const bf16*, size_t, size_t, size_t, float*,
-                               size_t, bool);
-constexpr BlockedGemvFn kBlockedGemv[kBlockedGemvMaxTokens + 1] = {
-    nullptr,         nullptr,         BlockedGemv<2>, BlockedGemv<3>,
-    BlockedGemv<4>, BlockedGemv<5>, BlockedGemv<6>, BlockedGemv<7>};
 
 }  // namespace
 
@@ -274,17 +288,10 @@ void ToBf16Rows(const float* x, size_t ldx, size_t m, size_t k, bf16* out, size_
 
 void GemvBf16(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_stride, size_t k,
               size_t rows, float* y, size_t ldy, bool accumulate) {
-  if (m >= 2 && m <= kBlockedGemvMaxTokens)
-    return kBlockedGemv[m](xb, ldxb, w, row_stride, k, rows, y, ldy, accumulate);
-  // Rows outermost: each row comes from memory once and from L1 for every later token group.
-  for (size_t r = 0; r < rows; ++r) {
-    const bf16* wr = w + r * row_stride;
-    size_t t = 0;
-    for (; t + 3 <= m; t += 3)
-      RowDot<3>(xb + t * ldxb, ldxb, wr, k, y + t * ldy + r, ldy, accumulate);
-    if (m - t == 2) RowDot<2>(xb + t * ldxb, ldxb, wr, k, y + t * ldy + r, ldy, accumulate);
-    if (m - t == 1) RowDot<1>(xb + t * ldxb, ldxb, wr, k, y + t * ldy + r, ldy, accumulate);
-  }
+  if (m >= 2) return BlockedGemv(xb, ldxb, m, w, row_stride, k, rows, y, ldy, accumulate);
+  // One token: whole rows, front to back, one sequential stream.
+  for (size_t r = 0; r < rows; ++r)
+    RowDot<1>(xb, ldxb, w + r * row_stride, k, y + r, ldy, accumulate);
 }
 
 size_t PackElemsGemmBf16(size_t k) {
