@@ -116,11 +116,15 @@ int RunBench(const BenchOptions& o) {
   roof.f32_fma_gflops = Median(f32_gflops);
   const double flops = PrefillFlopsPerToken(cfg, o.prompt_len);
   const double bytes = static_cast<double>(model->DecodeBytesPerToken());
+  // The prompt's FLOPs are the whole model's, shared by all ranks; the probes ran on rank 0's
+  // threads only, so with several ranks the peak compared against is rank 0's times their number.
   const double gflops = p * flops / 1e9, gbps = d * bytes / 1e9;
+  const double all_ranks_peak = roof.bf16_fma_gflops * comm.size();
   std::printf("\nmachine (medians of the per-run probes): read bandwidth %.1f GB/s, bf16 FMA peak %.0f GFLOP/s, f32 FMA peak %.0f GFLOP/s\n",
               roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops);
-  std::printf("prefill (%zu-token prompt): %.1f tok/s = %.1f GFLOP/s = %.0f%% of the bf16 peak  [median of %zu]\n",
-              o.prompt_len, p, gflops, 100 * gflops / roof.bf16_fma_gflops, o.runs);
+  std::printf("prefill (%zu-token prompt): %.1f tok/s = %.1f GFLOP/s = %.0f%% of the bf16 peak%s  [median of %zu]\n",
+              o.prompt_len, p, gflops, 100 * gflops / all_ranks_peak,
+              comm.size() > 1 ? " (rank 0's x ranks)" : "", o.runs);
   std::printf("decode (batch 1): %.2f tok/s; %.1f MB of weights per token -> %.1f GB/s = %.0f%% of the read bandwidth  [median of %zu]\n",
               d, bytes / 1e6, gbps, 100 * gbps / roof.read_gbps, o.runs);
   if (comm.size() > 1)
