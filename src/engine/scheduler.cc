@@ -182,7 +182,8 @@ ScheduledStep Scheduler::Schedule() {
     const auto tokens = seq->tokens();
     // Prompt logprobs need the logits of every prompt row, so such a prompt is computed in
     // full: the prefix-cache lookup sees only its first token, which never matches a block.
-    const bool wants_prompt_rows = seq->params().prompt_logprobs >= 0 && seq->num_output_tokens() == 0;
+    const bool wants_prompt_rows =
+        seq->params().prompt_logprobs >= 0 && seq->num_output_tokens() == 0;
     const auto lookup = wants_prompt_rows ? tokens.first(1) : tokens;
     const size_t cached = blocks_.CachedPrefixTokens(lookup);
     const size_t n = std::min({tokens.size() - cached, budget, chunk_cap});

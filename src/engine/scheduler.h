@@ -59,8 +59,8 @@ struct SchedulerConfig {
   // checkpoint, TTFT p50 went from ~4 s (all prompts of a burst in one 2048-token step) to
   // ~0.66 s at the same output tok/s. With no decode running, prompts fill the whole budget.
   size_t max_num_prefills_while_decoding = 1;
-  size_t max_num_seqs = 256;             // sequences running at once
-  size_t max_model_len = 4096;           // prompt + output tokens of one sequence
+  size_t max_num_seqs = 256;    // sequences running at once
+  size_t max_model_len = 4096;  // prompt + output tokens of one sequence
   size_t num_kv_blocks = 0;
   size_t block_size = 16;
   bool prefix_caching = true;

@@ -206,7 +206,8 @@ PreparedX PrepareXParallel(Isa isa, DType w_dtype, const float* x, size_t ldx, c
   if (isa == Isa::kAvx512Bf16) {
     bf16* out = buf.As<bf16>(m * px.ld);
     pool.ParallelFor(m, 1, [&](size_t i0, size_t i1) {
-      for (size_t i = i0; i < i1; ++i) avx512bf16::ToBf16Rows(src(i), ldx, 1, k, out + i * px.ld, px.ld);
+      for (size_t i = i0; i < i1; ++i)
+        avx512bf16::ToBf16Rows(src(i), ldx, 1, k, out + i * px.ld, px.ld);
     });
     px.b16 = out;
     return px;

@@ -159,7 +159,7 @@ void GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, size_t pairs, float
 }
 
 using TileFn = void (*)(const bf16*, size_t, const bf16*, size_t, float*, size_t, size_t, bool,
-                       PanelPrefetch*);
+                        PanelPrefetch*);
 constexpr TileFn kTiles[kTileTokens + 1] = {
     nullptr,     GemmTile<1>, GemmTile<2>, GemmTile<3>,  GemmTile<4>,  GemmTile<5>, GemmTile<6>,
     GemmTile<7>, GemmTile<8>, GemmTile<9>, GemmTile<10>, GemmTile<11>, GemmTile<12>};
@@ -232,22 +232,22 @@ void BlockDot(const bf16* xb, size_t ldxb, const bf16* wb, size_t row_stride, si
 
 using BlockDotFn = void (*)(const bf16*, size_t, const bf16*, size_t, size_t, size_t, float*,
                             size_t, bool, PanelPrefetch&);
-constexpr BlockDotFn kBlockDot[kBlockTokens + 1] = {
-    nullptr,     BlockDot<1>, BlockDot<2>, BlockDot<3>,
-    BlockDot<4>, BlockDot<5>, BlockDot<6>, BlockDot<7>};
+constexpr BlockDotFn kBlockDot[kBlockTokens + 1] = {nullptr,     BlockDot<1>, BlockDot<2>,
+                                                    BlockDot<3>, BlockDot<4>, BlockDot<5>,
+                                                    BlockDot<6>, BlockDot<7>};
 
 // Tokens in passes of up to 7 over each row block; the block's rows come from DRAM once (into
 // L2 by the prefetch during the previous block) and from L2 for later passes.
-void BlockedGemv(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_stride,
-                 size_t k, size_t rows, float* y, size_t ldy, bool accumulate) {
+void BlockedGemv(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_stride, size_t k,
+                 size_t rows, float* y, size_t ldy, bool accumulate) {
   const size_t passes = (m + kBlockTokens - 1) / kBlockTokens;
   for (size_t r0 = 0; r0 < rows; r0 += kBlockRows) {
     const size_t nr = rows - r0 < kBlockRows ? rows - r0 : kBlockRows;
     const bf16* wb = w + r0 * row_stride;
     PanelPrefetch pf;
     if (r0 + kBlockRows < rows) {
-      const size_t next_rows = rows - r0 - kBlockRows < kBlockRows ? rows - r0 - kBlockRows
-                                                                  : kBlockRows;
+      const size_t next_rows =
+          rows - r0 - kBlockRows < kBlockRows ? rows - r0 - kBlockRows : kBlockRows;
       pf.row_ptr = reinterpret_cast<const char*>(wb + kBlockRows * row_stride);
       pf.row_stride_bytes = row_stride * sizeof(bf16);
       pf.lines_per_row = (k * sizeof(bf16) + 63) / 64;
@@ -257,8 +257,8 @@ void BlockedGemv(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t ro
     }
     for (size_t t0 = 0; t0 < m; t0 += kBlockTokens) {
       const size_t mt = m - t0 < kBlockTokens ? m - t0 : kBlockTokens;
-      kBlockDot[mt](xb + t0 * ldxb, ldxb, wb, row_stride, k, nr, y + t0 * ldy + r0, ldy,
-                    accumulate, pf);
+      kBlockDot[mt](xb + t0 * ldxb, ldxb, wb, row_stride, k, nr, y + t0 * ldy + r0, ldy, accumulate,
+                    pf);
     }
   }
 }

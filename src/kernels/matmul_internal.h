@@ -6,9 +6,9 @@
 #include <cstdlib>
 
 #include "kernels/internal.h"
-#include "runtime/thread_pool.h"
 #include "kernels/weights.h"
 #include "runtime/cpu_features.h"
+#include "runtime/thread_pool.h"
 
 namespace moeserve::kernels {
 
