@@ -19,6 +19,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/quant.h"
+#include "bench_timing.h"
 #include "kernels/roofline.h"
 #include "runtime/cpu_features.h"
 #include "runtime/thread_pool.h"
@@ -26,26 +27,9 @@
 namespace moeserve::kernels {
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-struct Timing {
-  double median_s, best_s;
-};
-
-template <typename Fn>
-Timing Time(int runs, const Fn& fn) {
-  fn();  // warm-up (page faults, scratch growth)
-  std::vector<double> t;
-  for (int r = 0; r < runs; ++r) {
-    const double t0 = Now();
-    fn();
-    t.push_back(Now() - t0);
-  }
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t[0]};
-}
+using bench::Now;
+using bench::Time;
+using bench::Timing;
 
 // A paged KV cache holding `seqs` sequences of kv_len tokens each, blocks in shuffled order, in
 // bf16 or FP8 (WriteKvRowFp8) with values uniform in [-1, 1].
@@ -105,7 +89,7 @@ void Run(const char* name, const AttentionShape& s, size_t seqs, size_t q_len, s
   std::mt19937 rng(3);
   std::vector<float> q(seqs * q_len * width), out(seqs * q_len * width);
   for (float& v : q) v = (static_cast<int>(rng() % 2001) - 1000) * 1e-3f;
-  const Timing tm = Time(runs, [&] {
+  const Timing tm = Time(runs, [&](int) {
     if (fp8)
       AttentionFp8(q.data(), width, cache.seqs8, s, out.data(), width, pool);
     else

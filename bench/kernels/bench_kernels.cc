@@ -13,6 +13,7 @@
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
+#include "bench_timing.h"
 #include "kernels/roofline.h"
 #include "runtime/cpu_features.h"
 #include "runtime/thread_pool.h"
@@ -20,28 +21,9 @@
 namespace moeserve::kernels {
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Median and best of `runs` timings. Both are printed: the median is the figure asked for, the
-// best is what the kernel does when no other process competes for the cores (shared machines).
-struct Timing {
-  double median_s, best_s;
-};
-
-template <typename Fn>
-Timing Time(int runs, const Fn& fn) {
-  fn(0);  // warm-up (page faults, scratch growth)
-  std::vector<double> t;
-  for (int r = 0; r < runs; ++r) {
-    const double t0 = Now();
-    fn(r + 1);
-    t.push_back(Now() - t0);
-  }
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t[0]};
-}
+using bench::Now;
+using bench::Time;
+using bench::Timing;
 
 std::vector<bf16> RandomWeights(size_t n, uint32_t seed) {
   std::vector<bf16> w(n);

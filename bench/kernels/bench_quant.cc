@@ -26,6 +26,7 @@
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
 #include "kernels/quant.h"
+#include "bench_timing.h"
 #include "kernels/roofline.h"
 #include "runtime/cpu_features.h"
 #include "runtime/thread_pool.h"
@@ -33,26 +34,9 @@
 namespace moeserve::kernels {
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-struct Timing {
-  double median_s, best_s;
-};
-
-template <typename Fn>
-Timing Time(int runs, const Fn& fn) {
-  fn(0);  // warm-up
-  std::vector<double> t;
-  for (int r = 0; r < runs; ++r) {
-    const double t0 = Now();
-    fn(r + 1);
-    t.push_back(Now() - t0);
-  }
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t[0]};
-}
+using bench::Now;
+using bench::Time;
+using bench::Timing;
 
 // A quantized weight with random codes (finite e4m3 / any e2m1) and realistic scales.
 struct QWeight {

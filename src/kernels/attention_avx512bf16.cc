@@ -23,6 +23,7 @@
 
 #include "kernels/internal.h"
 #include "kernels/simd_math_avx512.h"
+#include "kernels/transpose_avx512.h"
 
 namespace moeserve::kernels::avx512bf16 {
 namespace {
@@ -97,33 +98,6 @@ constexpr size_t kPrefetchChunks = 2;
 // smaller than a chunk). 32 KB per thread.
 alignas(64) thread_local float t_kt[kMaxHeadDim * kKeys];  // K^T: [head_dim][16 keys]
 alignas(64) thread_local float t_v[kKeys * kMaxHeadDim];   // V: [16 keys][head_dim rounded to 16]
-
-// In-place transpose of 16 rows of 16 dwords: afterwards r[m] lane p = old r[p] lane m.
-inline void Transpose16x16(__m512i r[16]) {
-  __m512i a[16], b[16];
-  for (int k = 0; k < 8; ++k) {
-    a[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
-    a[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
-  }
-  // b[4k + c], 128-bit lane L: rows 4k..4k+3 of column 4L + c.
-  for (int k = 0; k < 4; ++k) {
-    b[4 * k + 0] = _mm512_unpacklo_epi64(a[4 * k], a[4 * k + 2]);
-    b[4 * k + 1] = _mm512_unpackhi_epi64(a[4 * k], a[4 * k + 2]);
-    b[4 * k + 2] = _mm512_unpacklo_epi64(a[4 * k + 1], a[4 * k + 3]);
-    b[4 * k + 3] = _mm512_unpackhi_epi64(a[4 * k + 1], a[4 * k + 3]);
-  }
-  // 4x4 transpose of 128-bit lanes across b[c], b[4 + c], b[8 + c], b[12 + c].
-  for (int c = 0; c < 4; ++c) {
-    const __m512i u0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x44);
-    const __m512i u1 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xee);
-    const __m512i u2 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x44);
-    const __m512i u3 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xee);
-    r[c] = _mm512_shuffle_i32x4(u0, u2, 0x88);
-    r[4 + c] = _mm512_shuffle_i32x4(u0, u2, 0xdd);
-    r[8 + c] = _mm512_shuffle_i32x4(u1, u3, 0x88);
-    r[12 + c] = _mm512_shuffle_i32x4(u1, u3, 0xdd);
-  }
-}
 
 // kt[j][p] = K[p][j] for j < d, p < 16; keys p >= nk are zero.
 void TransposeKeysBf16(const bf16* const rows[kKeys], size_t nk, size_t d, float* kt) {
