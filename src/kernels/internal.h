@@ -86,13 +86,17 @@ void GemvFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y
              bool accumulate);
 void GemvMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
                bool accumulate);
-// Quantized GEMM: 32-row panels decoded to bf16 in `panel` (32·k elements), then GemmBf16's
-// packed tiles (pack: PackElemsGemmBf16(k)); FP8 runs one 128-column block at a time into
-// `partial` (m·32 floats) and scales it into y. col0 must be even for FP8 (else GEMV is used).
+// Quantized GEMM: 32-row panels decoded to bf16 in `panel` (32·k elements) and packed as
+// GemmBf16 packs (pack: PackElemsGemmBf16(k)). MXFP4 then runs GemmBf16's tiles; FP8 runs its own
+// tile that keeps a per-block and a total accumulator in registers and applies each 128-column
+// block's scales with one FMA per block (`scales`: 32 · blocks floats). col0 must be even for
+// FP8 (else GEMV is used).
 void GemmFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
-             bool accumulate, bf16* panel, bf16* pack, float* partial);
+             bool accumulate, bf16* panel, bf16* pack, float* scales);
 void GemmMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
                bool accumulate, bf16* panel, bf16* pack);
+// pack[p][j][2] = W[j][2p .. 2p+1] for j < 32 (zero beyond `rows` and `k`): GemmBf16's layout.
+void PackPanelBf16(const bf16* w, size_t row_stride, size_t k, size_t rows, bf16* pack);
 // out[t, 0..ldo) = bf16(x[t, 0..k)) (round to nearest even, as F32ToBf16), zero padded; ldo even.
 void ToBf16Rows(const float* x, size_t ldx, size_t m, size_t k, bf16* out, size_t ldo);
 // xb: ToBf16Rows output with ldxb >= round_up(k, 2), padding zero.

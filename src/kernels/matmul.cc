@@ -79,8 +79,8 @@ void QuantRowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0,
     bf16* panel = tl_panel.As<bf16>(32 * ((k + 31) / 32 * 32));
     bf16* pack = tl_pack.As<bf16>(avx512bf16::PackElemsGemmBf16(k));
     if (fp8) {
-      float* partial = tl_partial.As<float>(x.m * 32);
-      return avx512bf16::GemmFp8(x.b16, x.ld, x.m, q, yn, ldy, accumulate, panel, pack, partial);
+      float* scales = tl_partial.As<float>(32 * ((k + 127) / 128 + 2));
+      return avx512bf16::GemmFp8(x.b16, x.ld, x.m, q, yn, ldy, accumulate, panel, pack, scales);
     }
     return avx512bf16::GemmMxfp4(x.b16, x.ld, x.m, q, yn, ldy, accumulate, panel, pack);
   }

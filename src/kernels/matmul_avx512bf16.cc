@@ -268,6 +268,10 @@ void GemvBf16(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_s
     RowDot<1>(xb, ldxb, w + r * row_stride, k, y + r, ldy, accumulate);
 }
 
+void PackPanelBf16(const bf16* w, size_t row_stride, size_t k, size_t rows, bf16* pack) {
+  PackPanel(w, row_stride, k, rows, pack);
+}
+
 size_t PackElemsGemmBf16(size_t k) {
   return (k + 1) / 2 * 2 * kPanel;
 }
