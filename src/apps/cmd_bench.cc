@@ -22,6 +22,7 @@ struct BenchOptions {
   size_t prompt_len = 512;
   size_t decode_tokens = 32;
   size_t runs = 3;
+  size_t decode_batch = 1;  // > 1: also decode this many sequences together (a serving step)
   std::string kv_cache_dtype = "auto";
 };
 
@@ -57,9 +58,19 @@ int RunBench(const BenchOptions& o) {
   const size_t max_len = o.prompt_len + o.decode_tokens + 1;
   std::vector<int32_t> table((max_len + block_size - 1) / block_size);
   for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+  // Batched decode: B sequences share the prompt's full blocks (read only) and each gets private
+  // blocks from the prompt's partial block on, so no prompt is computed more than once.
+  const size_t shared_blocks = o.prompt_len / block_size;
+  const size_t private_blocks = table.size() - shared_blocks;
+  std::vector<std::vector<int32_t>> batch_tables(o.decode_batch > 1 ? o.decode_batch : 0);
+  for (size_t b = 0; b < batch_tables.size(); ++b) {
+    batch_tables[b].assign(table.begin(), table.begin() + shared_blocks);
+    for (size_t i = 0; i < private_blocks; ++i)
+      batch_tables[b].push_back(static_cast<int32_t>(table.size() + b * private_blocks + i));
+  }
   model::KvLayout layout = model->kv_layout();
   layout.dtype = ParseKvCacheDtype(o.kv_cache_dtype);
-  cache::KvPool kv(layout, block_size, table.size());
+  cache::KvPool kv(layout, block_size, table.size() + batch_tables.size() * private_blocks);
 
   std::printf("moeserve bench: %s, %zu layers, hidden %zu, %zu experts top-%zu, %zu threads x %d rank(s)\n",
               o.model.model_dir.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_experts,
@@ -73,7 +84,7 @@ int RunBench(const BenchOptions& o) {
   // The roofline is measured again before every run: on a shared machine the bandwidth and the
   // compute left to this process drift over minutes, and a figure is only comparable with the
   // roofline of the same moment. Medians of both are reported.
-  std::vector<double> read_gbps, bf16_gflops, f32_gflops;
+  std::vector<double> read_gbps, bf16_gflops, f32_gflops, batch_step_s;
   for (size_t run = 0; run < o.runs + 1; ++run) {  // run 0 warms caches and page tables
     if (run > 0) {
       const kernels::Roofline roof = kernels::MeasureRoofline(pool);
@@ -101,6 +112,34 @@ int RunBench(const BenchOptions& o) {
       token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     const double decode_s = Now() - t0, decode_c = comm.SecondsInCollectives() - c0;
+
+    if (!batch_tables.empty()) {
+      // The prompt's partial last block, if any, is copied into every sequence's private block by
+      // recomputing those few tokens per sequence (one small batched prefill).
+      const size_t tail = o.prompt_len - shared_blocks * block_size;
+      model::Batch fill;
+      for (auto& bt : batch_tables) {
+        if (tail == 0) break;
+        fill.token_ids.insert(fill.token_ids.end(), prompt.end() - tail, prompt.end());
+        fill.seqs.push_back({tail, shared_blocks * block_size, bt});
+      }
+      if (!fill.seqs.empty()) {
+        fill.logits_rows = {static_cast<int32_t>(tail - 1)};
+        model->Forward(fill, kv, logits.data());
+      }
+      std::vector<float> batch_logits(batch_tables.size() * vocab);
+      const double tb = Now();
+      for (size_t i = 0; i < o.decode_tokens; ++i) {
+        model::Batch step;
+        for (size_t b = 0; b < batch_tables.size(); ++b) {
+          step.token_ids.push_back(static_cast<int32_t>((b + i) % vocab));
+          step.seqs.push_back({1, prompt.size() + i, batch_tables[b]});
+          step.logits_rows.push_back(static_cast<int32_t>(b));
+        }
+        model->Forward(step, kv, batch_logits.data());
+      }
+      if (run > 0) batch_step_s.push_back((Now() - tb) / o.decode_tokens);
+    }
     if (run == 0) continue;
     prefill_comm.push_back(prefill_c / prefill_s);
     decode_comm.push_back(decode_c / decode_s);
@@ -127,6 +166,13 @@ int RunBench(const BenchOptions& o) {
               comm.size() > 1 ? " (rank 0's x ranks)" : "", o.runs);
   std::printf("decode (batch 1): %.2f tok/s; %.1f MB of weights per token -> %.1f GB/s = %.0f%% of the read bandwidth  [median of %zu]\n",
               d, bytes / 1e6, gbps, 100 * gbps / roof.read_gbps, o.runs);
+  if (!batch_step_s.empty()) {
+    const double step = Median(batch_step_s), all = static_cast<double>(model->WeightBytes());
+    std::printf("decode (batch %zu): %.1f tok/s, %.1f ms per step; reading all %.0f MB of weights once "
+                "takes %.1f ms at the read bandwidth  [median of %zu]\n",
+                o.decode_batch, o.decode_batch / step, step * 1e3, all / 1e6,
+                all / (roof.read_gbps * 1e9) * 1e3, o.runs);
+  }
   if (comm.size() > 1)
     std::printf("rank 0 (bytes above are its shard): time in collectives: prefill %.0f%%, decode %.0f%%\n",
                 100 * Median(prefill_comm), 100 * Median(decode_comm));
@@ -150,10 +196,14 @@ CommandRegistration reg{
       sub.add_option("--decode-tokens", o->decode_tokens, "Tokens decoded per run")
           ->capture_default_str();
       sub.add_option("--runs", o->runs, "Timed runs (the median is reported)")->capture_default_str();
+      sub.add_option("--decode-batch", o->decode_batch,
+                     "Also decode this many sequences together (a serving step); 1: only batch 1")
+          ->capture_default_str();
       return [o, serve_opts, serve] {
         if (serve->parsed()) return client::RunServeBenchmark(*serve_opts);
         if (o->model.model_dir.empty()) Fail("bench needs --model (or the `serve` subcommand)");
-        if (o->prompt_len == 0 || o->runs == 0) Fail("--prompt-len and --runs must be positive");
+        if (o->prompt_len == 0 || o->runs == 0 || o->decode_batch == 0)
+          Fail("--prompt-len, --runs and --decode-batch must be positive");
         return RunBench(*o);
       };
     }};
