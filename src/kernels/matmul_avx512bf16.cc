@@ -30,35 +30,23 @@ inline void StoreRow(float* y, __m512 v, __mmask16 mask, bool accumulate) {
   _mm512_mask_storeu_ps(y, mask, v);
 }
 
-// One weight row · M tokens over k. Rows are read one at a time, front to back: a single
+// One weight row · one token over k. Rows are read one at a time, front to back: a single
 // sequential stream is what the hardware prefetcher follows best (measured on a Zen 4 core:
 // 21 GB/s for one row at a time vs 13-17 GB/s interleaving 2-8 rows, and software prefetch only
-// hurt). Two accumulators per token hide the vdpbf16ps latency. xb rows are zero padded to a
-// multiple of 32 elements.
-template <int M>
-inline void RowDot(const bf16* xb, size_t ldxb, const bf16* w, size_t k, float* y, size_t ldy,
-                   bool accumulate) {
-  __m512 acc0[M], acc1[M];
-  for (int t = 0; t < M; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
+// hurt). Two accumulators hide the vdpbf16ps latency. x is zero padded to a multiple of 32.
+inline void RowDot(const bf16* x, const bf16* w, size_t k, float* y, bool accumulate) {
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
   size_t i = 0;
   for (; i + 64 <= k; i += 64) {
-    const __m512i w0 = _mm512_loadu_si512(w + i), w1 = _mm512_loadu_si512(w + i + 32);
-    for (int t = 0; t < M; ++t) {
-      acc0[t] = _mm512_dpbf16_ps(acc0[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + i)), AsBh(w0));
-      acc1[t] =
-          _mm512_dpbf16_ps(acc1[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + i + 32)), AsBh(w1));
-    }
+    acc0 = _mm512_dpbf16_ps(acc0, AsBh(_mm512_loadu_si512(x + i)), AsBh(_mm512_loadu_si512(w + i)));
+    acc1 = _mm512_dpbf16_ps(acc1, AsBh(_mm512_loadu_si512(x + i + 32)),
+                            AsBh(_mm512_loadu_si512(w + i + 32)));
   }
-  for (; i < k; i += 32) {
-    const __m512i wv = _mm512_maskz_loadu_epi16(TailMask32(k - i), w + i);
-    for (int t = 0; t < M; ++t)  // x is zero padded: a full load is safe and adds zeros
-      acc0[t] = _mm512_dpbf16_ps(acc0[t], AsBh(_mm512_loadu_si512(xb + t * ldxb + i)), AsBh(wv));
-  }
-  for (int t = 0; t < M; ++t) {
-    const float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0[t], acc1[t]));
-    float& out = y[t * ldy];
-    out = accumulate ? out + s : s;
-  }
+  for (; i < k; i += 32)  // a full x load is safe (zero padding) and adds zeros
+    acc0 = _mm512_dpbf16_ps(acc0, AsBh(_mm512_loadu_si512(x + i)),
+                            AsBh(_mm512_maskz_loadu_epi16(TailMask32(k - i), w + i)));
+  const float s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+  *y = accumulate ? *y + s : s;
 }
 
 // pack[p][j][2] = W[j][2p .. 2p+1] for j < 32 (rows beyond `rows` and k beyond `k` are zero):
@@ -93,6 +81,20 @@ struct PanelPrefetch {
   size_t rows_left = 0;  // rows of the next panel not yet fully prefetched; 0: nothing to do
   size_t line = 0;       // next line within row_ptr's row
   size_t per_pair = 0;   // lines per k pair in the tile being computed
+
+  // Prefetch of rows [first, first + group) of w ([rows][row_stride] bf16, k columns) spread over
+  // `steps` calls of Issue(); nothing when that group starts at or past `rows`.
+  static PanelPrefetch NextGroup(const bf16* w, size_t row_stride, size_t k, size_t rows,
+                                 size_t first, size_t group, size_t steps) {
+    PanelPrefetch pf;
+    if (first >= rows) return pf;
+    pf.rows_left = rows - first < group ? rows - first : group;
+    pf.row_ptr = reinterpret_cast<const char*>(w + first * row_stride);
+    pf.row_stride_bytes = row_stride * sizeof(bf16);
+    pf.lines_per_row = (k * sizeof(bf16) + 63) / 64;
+    pf.per_pair = (pf.rows_left * pf.lines_per_row + steps - 1) / steps;
+    return pf;
+  }
 
   // Counters only, no division: this runs once per k pair of the tile loop (a division per line
   // here made small-m GEMMs 2x slower).
@@ -218,17 +220,9 @@ void BlockedGemv(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t ro
   for (size_t r0 = 0; r0 < rows; r0 += kBlockRows) {
     const size_t nr = rows - r0 < kBlockRows ? rows - r0 : kBlockRows;
     const bf16* wb = w + r0 * row_stride;
-    PanelPrefetch pf;
-    if (r0 + kBlockRows < rows) {
-      const size_t next_rows =
-          rows - r0 - kBlockRows < kBlockRows ? rows - r0 - kBlockRows : kBlockRows;
-      pf.row_ptr = reinterpret_cast<const char*>(wb + kBlockRows * row_stride);
-      pf.row_stride_bytes = row_stride * sizeof(bf16);
-      pf.lines_per_row = (k * sizeof(bf16) + 63) / 64;
-      pf.rows_left = next_rows;
-      const size_t steps = passes * nr * (k / 64 > 0 ? k / 64 : 1);  // inner iterations
-      pf.per_pair = (next_rows * pf.lines_per_row + steps - 1) / steps;
-    }
+    const size_t steps = passes * nr * (k / 64 > 0 ? k / 64 : 1);  // inner iterations
+    PanelPrefetch pf =
+        PanelPrefetch::NextGroup(w, row_stride, k, rows, r0 + kBlockRows, kBlockRows, steps);
     for (size_t t0 = 0; t0 < m; t0 += kBlockTokens) {
       const size_t mt = m - t0 < kBlockTokens ? m - t0 : kBlockTokens;
       kBlockDot[mt](xb + t0 * ldxb, ldxb, wb, row_stride, k, nr, y + t0 * ldy + r0, ldy, accumulate,
@@ -264,8 +258,7 @@ void GemvBf16(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_s
               size_t rows, float* y, size_t ldy, bool accumulate) {
   if (m >= 2) return BlockedGemv(xb, ldxb, m, w, row_stride, k, rows, y, ldy, accumulate);
   // One token: whole rows, front to back, one sequential stream.
-  for (size_t r = 0; r < rows; ++r)
-    RowDot<1>(xb, ldxb, w + r * row_stride, k, y + r, ldy, accumulate);
+  for (size_t r = 0; r < rows; ++r) RowDot(xb, w + r * row_stride, k, y + r, accumulate);
 }
 
 void PackPanelBf16(const bf16* w, size_t row_stride, size_t k, size_t rows, bf16* pack) {
@@ -283,16 +276,8 @@ void GemmBf16(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_s
   for (size_t n = 0; n < rows; n += kPanel) {
     const size_t panel_rows = rows - n < kPanel ? rows - n : kPanel;
     PackPanel(w + n * row_stride, row_stride, k, panel_rows, pack);
-    PanelPrefetch pf;
-    if (n + kPanel < rows) {
-      const size_t next_rows = rows - n - kPanel < kPanel ? rows - n - kPanel : kPanel;
-      pf.row_ptr = reinterpret_cast<const char*>(w + (n + kPanel) * row_stride);
-      pf.row_stride_bytes = row_stride * sizeof(bf16);
-      pf.lines_per_row = (k * sizeof(bf16) + 63) / 64;
-      pf.rows_left = next_rows;
-      const size_t iterations = tiles * pairs;
-      pf.per_pair = (next_rows * pf.lines_per_row + iterations - 1) / iterations;
-    }
+    PanelPrefetch pf =
+        PanelPrefetch::NextGroup(w, row_stride, k, rows, n + kPanel, kPanel, tiles * pairs);
     size_t t = 0;
     for (; t + kTileTokens <= m; t += kTileTokens)
       GemmTile<kTileTokens>(xb + t * ldxb, ldxb, pack, pairs, y + t * ldy + n, ldy, panel_rows,
