@@ -29,7 +29,7 @@ void CheckShapes(const float* x, size_t ldx, size_t m, const WeightMatrix& w, fl
 thread_local ScratchBuffer tl_pack;
 thread_local ScratchBuffer tl_x;
 thread_local ScratchBuffer tl_panel;
-thread_local ScratchBuffer tl_partial;
+thread_local ScratchBuffer tl_fp8_scales;
 
 // Scalar path: each row dequantized exactly to f32 (DequantizeRow), then the reference's running
 // sum, so the scalar ISA path equals MatMulReference bit for bit.
@@ -79,7 +79,7 @@ void QuantRowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0,
     bf16* panel = tl_panel.As<bf16>(32 * ((k + 31) / 32 * 32));
     bf16* pack = tl_pack.As<bf16>(avx512bf16::PackElemsGemmBf16(k));
     if (fp8) {
-      float* scales = tl_partial.As<float>(32 * ((k + 127) / 128 + 2));
+      float* scales = tl_fp8_scales.As<float>(32 * ((k + 127) / 128 + 2));
       return avx512bf16::GemmFp8(x.b16, x.ld, x.m, q, yn, ldy, accumulate, panel, pack, scales);
     }
     return avx512bf16::GemmMxfp4(x.b16, x.ld, x.m, q, yn, ldy, accumulate, panel, pack);
@@ -145,47 +145,22 @@ void* ScratchBuffer::Get(size_t bytes) {
   return data_;
 }
 
-PreparedX PrepareX(Isa isa, DType w_dtype, const float* x, size_t ldx, size_t m, size_t k,
-                   ScratchBuffer& buf) {
-  PreparedX px;
-  px.m = m;
-  if (w_dtype == DType::kF32) {
-    px.f32 = x;
-    px.ld = ldx;
-    return px;
-  }
-  // Rows padded to 32 elements: whole vectors, even for pairs; the padding is zero.
-  px.ld = (k + 31) / 32 * 32;
-  switch (isa) {
-    case Isa::kAvx512Bf16: {
-      bf16* out = buf.As<bf16>(m * px.ld);
-      avx512bf16::ToBf16Rows(x, ldx, m, k, out, px.ld);
-      px.b16 = out;
-      break;
-    }
-    case Isa::kAvx512:
-    case Isa::kAvx2: {
-      float* out = buf.As<float>(m * px.ld);
-      avx2::RoundRowsToBf16(x, ldx, m, k, out, px.ld);
-      px.f32 = out;
-      break;
-    }
-    case Isa::kScalar: {
-      float* out = buf.As<float>(m * px.ld);
-      for (size_t t = 0; t < m; ++t) {
-        for (size_t i = 0; i < k; ++i) out[t * px.ld + i] = RoundToBf16(x[t * ldx + i]);
-        std::fill(out + t * px.ld + k, out + (t + 1) * px.ld, 0.0f);
-      }
-      px.f32 = out;
-      break;
-    }
-  }
-  return px;
-}
+namespace {
 
-PreparedX PrepareXParallel(Isa isa, DType w_dtype, const float* x, size_t ldx, const size_t* rows,
-                           size_t m, size_t k, ScratchBuffer& buf, ThreadPool& pool) {
+// Row i of the prepared x from x row rows[i] (rows: null for the identity), on the pool's threads
+// or (pool null) on the calling one.
+PreparedX PrepareRows(Isa isa, DType w_dtype, const float* x, size_t ldx, const size_t* rows,
+                      size_t m, size_t k, ScratchBuffer& buf, ThreadPool* pool) {
   auto src = [&](size_t i) { return x + (rows ? rows[i] : i) * ldx; };
+  auto for_rows = [&](const auto& fn) {
+    auto range = [&](size_t i0, size_t i1) {
+      for (size_t i = i0; i < i1; ++i) fn(i);
+    };
+    if (pool)
+      pool->ParallelFor(m, 1, range);
+    else
+      range(0, m);
+  };
   PreparedX px;
   px.m = m;
   if (w_dtype == DType::kF32) {
@@ -195,36 +170,43 @@ PreparedX PrepareXParallel(Isa isa, DType w_dtype, const float* x, size_t ldx, c
       return px;
     }
     float* out = buf.As<float>(m * k);
-    pool.ParallelFor(m, 1, [&](size_t i0, size_t i1) {
-      for (size_t i = i0; i < i1; ++i) std::memcpy(out + i * k, src(i), k * sizeof(float));
-    });
+    for_rows([&](size_t i) { std::memcpy(out + i * k, src(i), k * sizeof(float)); });
     px.f32 = out;
     px.ld = k;
     return px;
   }
-  px.ld = (k + 31) / 32 * 32;  // as PrepareX: zero padded to whole vectors
+  // Rows padded to 32 elements: whole vectors, even for pairs; the padding is zero.
+  px.ld = (k + 31) / 32 * 32;
   if (isa == Isa::kAvx512Bf16) {
     bf16* out = buf.As<bf16>(m * px.ld);
-    pool.ParallelFor(m, 1, [&](size_t i0, size_t i1) {
-      for (size_t i = i0; i < i1; ++i)
-        avx512bf16::ToBf16Rows(src(i), ldx, 1, k, out + i * px.ld, px.ld);
-    });
+    for_rows([&](size_t i) { avx512bf16::ToBf16Rows(src(i), ldx, 1, k, out + i * px.ld, px.ld); });
     px.b16 = out;
     return px;
   }
   float* out = buf.As<float>(m * px.ld);
-  pool.ParallelFor(m, 1, [&](size_t i0, size_t i1) {
-    for (size_t i = i0; i < i1; ++i) {
-      if (isa == Isa::kScalar) {
-        for (size_t j = 0; j < k; ++j) out[i * px.ld + j] = RoundToBf16(src(i)[j]);
-        std::fill(out + i * px.ld + k, out + (i + 1) * px.ld, 0.0f);
-      } else {
-        avx2::RoundRowsToBf16(src(i), ldx, 1, k, out + i * px.ld, px.ld);
-      }
+  for_rows([&](size_t i) {
+    float* o = out + i * px.ld;
+    if (isa == Isa::kScalar) {
+      for (size_t j = 0; j < k; ++j) o[j] = RoundToBf16(src(i)[j]);
+      std::fill(o + k, o + px.ld, 0.0f);
+    } else {
+      avx2::RoundRowsToBf16(src(i), ldx, 1, k, o, px.ld);
     }
   });
   px.f32 = out;
   return px;
+}
+
+}  // namespace
+
+PreparedX PrepareX(Isa isa, DType w_dtype, const float* x, size_t ldx, size_t m, size_t k,
+                   ScratchBuffer& buf) {
+  return PrepareRows(isa, w_dtype, x, ldx, nullptr, m, k, buf, nullptr);
+}
+
+PreparedX PrepareXParallel(Isa isa, DType w_dtype, const float* x, size_t ldx, const size_t* rows,
+                           size_t m, size_t k, ScratchBuffer& buf, ThreadPool& pool) {
+  return PrepareRows(isa, w_dtype, x, ldx, rows, m, k, buf, &pool);
 }
 
 size_t MatMulRowGrain(Isa isa, size_t m) {
