@@ -245,21 +245,22 @@ TEST(Scheduler, ChunkedPrefillSplitsThePrompt) {
   EXPECT_EQ(step.seqs[0].context_len, 100u);
 }
 
-TEST(Scheduler, LongPrefillThresholdCapsEachPromptsChunk) {
-  SchedulerConfig c = BaseConfig();
-  c.max_num_batched_tokens = 64;
-  c.long_prefill_token_threshold = 10;
+// Runs `steps` steps of a burst of three 25-token prompts (ids 1..3) and returns the step in
+// which each first sampled (index = id). Every step stays within the budget, and no prompt
+// computes more than `threshold` tokens in a step.
+std::vector<size_t> FirstTokenSteps(const SchedulerConfig& c, size_t steps) {
   Scheduler s(c);
   SamplingParams params;
   params.max_tokens = 4;
-  // A burst of three 25-token prompts: none computes more than 10 prompt tokens in a step.
   for (uint64_t id = 1; id <= 3; ++id) s.AddSequence(id, std::vector<int32_t>(25, id + 1), params);
   std::vector<size_t> first_token_step(4, 0);
-  for (size_t step_index = 1; step_index <= 6; ++step_index) {
+  for (size_t step_index = 1; step_index <= steps; ++step_index) {
     ScheduledStep step = s.Schedule();
+    EXPECT_LE(step.num_tokens, c.max_num_batched_tokens);
     std::vector<int32_t> sampled;
     for (const ScheduledSeq& q : step.seqs) {
-      if (q.seq->num_output_tokens() == 0) EXPECT_LE(q.num_new_tokens, 10u);
+      if (q.seq->num_output_tokens() == 0)
+        EXPECT_LE(q.num_new_tokens, c.long_prefill_token_threshold);
       if (q.needs_logits) {
         sampled.push_back(9);
         if (first_token_step[q.seq->id()] == 0) first_token_step[q.seq->id()] = step_index;
@@ -267,32 +268,25 @@ TEST(Scheduler, LongPrefillThresholdCapsEachPromptsChunk) {
     }
     s.Postprocess(step, sampled);
   }
+  return first_token_step;
+}
+
+TEST(Scheduler, LongPrefillThresholdCapsEachPromptsChunk) {
+  SchedulerConfig c = BaseConfig();
+  c.max_num_batched_tokens = 64;
+  c.long_prefill_token_threshold = 10;
   // The threshold, not the budget of 64, limits the chunks: 10 + 10 + 10 tokens a step, all
   // three prompts end in step 3.
-  EXPECT_EQ(first_token_step[1], 3u);
-  EXPECT_EQ(first_token_step[2], 3u);
-  EXPECT_EQ(first_token_step[3], 3u);
+  std::vector<size_t> first = FirstTokenSteps(c, 6);
+  EXPECT_EQ(first[1], 3u);
+  EXPECT_EQ(first[2], 3u);
+  EXPECT_EQ(first[3], 3u);
 
   // With the budget also tight, admission is FCFS: the first prompt completes first.
   c.max_num_batched_tokens = 12;
-  Scheduler t(c);
-  for (uint64_t id = 1; id <= 3; ++id) t.AddSequence(id, std::vector<int32_t>(25, id + 1), params);
-  std::fill(first_token_step.begin(), first_token_step.end(), 0);
-  for (size_t step_index = 1; step_index <= 12; ++step_index) {
-    ScheduledStep step = t.Schedule();
-    EXPECT_LE(step.num_tokens, 12u);
-    std::vector<int32_t> sampled;
-    for (const ScheduledSeq& q : step.seqs) {
-      if (q.seq->num_output_tokens() == 0) EXPECT_LE(q.num_new_tokens, 10u);
-      if (q.needs_logits) {
-        sampled.push_back(9);
-        if (first_token_step[q.seq->id()] == 0) first_token_step[q.seq->id()] = step_index;
-      }
-    }
-    t.Postprocess(step, sampled);
-  }
-  EXPECT_LT(first_token_step[1], first_token_step[2]);
-  EXPECT_LT(first_token_step[2], first_token_step[3]);
+  first = FirstTokenSteps(c, 12);
+  EXPECT_LT(first[1], first[2]);
+  EXPECT_LT(first[2], first[3]);
 }
 
 TEST(Scheduler, OnePromptPerStepWhileDecoding) {
