@@ -7,7 +7,6 @@ thing, and checks the exit status and the message.
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 
@@ -15,7 +14,9 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 import st_io  # noqa: E402
+from cli_failure import broken_copy_generate  # noqa: E402
 
 PY = "/usr/bin/python3"
 GEN = ("--arch minimax_m2 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 16 "
@@ -53,22 +54,6 @@ def corrupt_header(folder):
     with open(path, "r+b") as f:
         f.seek(8)
         f.write(b"{\"oops\": [1, 2")
-
-
-def run_case(moeserve, base, work, name, breaker, expected, extra=()):
-    folder = os.path.join(work, name)
-    shutil.rmtree(folder, ignore_errors=True)
-    shutil.copytree(base, folder)
-    breaker(folder)
-    r = subprocess.run([moeserve, "generate", "--model", folder, "--prompt-ids", "1,2,3",
-                        "--max-tokens", "2", *extra], capture_output=True, text=True, timeout=300)
-    missing = [e for e in expected if e not in r.stderr]
-    ok = r.returncode != 0 and not missing
-    msg = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "<no stderr>"
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {r.returncode}: {msg}")
-    if missing:
-        print(f"     missing from the message: {missing}")
-    return ok
 
 
 def main():
@@ -110,7 +95,7 @@ def main():
         ("unknown_architecture", lambda d: edit_config(d, lambda c: c.__setitem__(
             "architectures", ["LlamaForCausalLM"])), ["unsupported architecture LlamaForCausalLM"]),
     ]
-    results = [run_case(a.moeserve, base, work, *c) for c in cases]
+    results = [broken_copy_generate(a.moeserve, base, work, *c) for c in cases]
     sys.exit(0 if all(results) else 1)
 
 

@@ -15,7 +15,9 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
 import st_io  # noqa: E402
+from cli_failure import broken_copy_generate, expect_failure  # noqa: E402
 
 PY = "/usr/bin/python3"
 GEN = ("--arch minimax_m2 --hidden 64 --layers 2 --heads 4 --kv-heads 2 --head-dim 16 "
@@ -60,26 +62,6 @@ def edit_quant(fn):
     return go
 
 
-def check(name, argv, expected):
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=300)
-    missing = [e for e in expected if e not in r.stderr]
-    ok = r.returncode != 0 and not missing
-    msg = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else "<no stderr>"
-    print(f"{'ok  ' if ok else 'FAIL'} {name}: exit {r.returncode}: {msg}")
-    if missing:
-        print(f"     missing from the message: {missing}")
-    return ok
-
-
-def generate_case(moeserve, base, work, name, breaker, expected):
-    folder = os.path.join(work, name)
-    shutil.rmtree(folder, ignore_errors=True)
-    shutil.copytree(base, folder)
-    breaker(folder)
-    return check(name, [moeserve, "generate", "--model", folder, "--prompt-ids", "1,2,3",
-                        "--max-tokens", "2", "--threads", "1"], expected)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--moeserve", required=True)
@@ -103,7 +85,8 @@ def main():
         if r.returncode != 0:
             sys.exit(f"FAIL: the unbroken quantized checkpoint {good} does not load:\n{r.stderr}")
 
-    g = lambda *c: generate_case(a.moeserve, c[0], work, *c[1:])  # noqa: E731
+    g = lambda *c: broken_copy_generate(a.moeserve, c[0], work, *c[1:],  # noqa: E731
+                                         extra=("--threads", "1"))
     results = [
         g(fp8, "fp8_scale_shape", set_tensor(Q + ".weight_scale_inv", torch.ones(2, 1)),
           [ST, Q + ".weight_scale_inv", "expected shape [1, 1], found [2, 1]"]),
@@ -141,7 +124,7 @@ def main():
         shutil.rmtree(out, ignore_errors=True)
         if prepare:
             src = prepare(src, out)
-        return check(name, [a.moeserve, "quantize", "--model", src, "--out", out,
+        return expect_failure(name, [a.moeserve, "quantize", "--model", src, "--out", out,
                             "--format", fmt], expected)
 
     def broken_copy(breaker):
