@@ -8,6 +8,7 @@
 #include "chat/jinja/error.h"
 #include "chat/jinja/interpreter.h"
 #include "core/check.h"
+#include "core/json_depth.h"
 
 namespace moeserve::chat {
 
@@ -54,8 +55,10 @@ nlohmann::ordered_json ParseToolCallArguments(const nlohmann::ordered_json& mess
         continue;
       auto& fn = call["function"];
       if (!fn.contains("arguments") || !fn["arguments"].is_string()) continue;
-      auto parsed =
-          nlohmann::ordered_json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+      const std::string& text = fn["arguments"].get_ref<const std::string&>();
+      // Deeper than any real arguments object: kept as the string the client sent.
+      if (JsonNestingDepth(text) > kMaxJsonDepth) continue;
+      auto parsed = nlohmann::ordered_json::parse(text, nullptr, false);
       if (!parsed.is_discarded()) fn["arguments"] = std::move(parsed);
     }
   }

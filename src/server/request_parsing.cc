@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/json_depth.h"
 #include "server/api_error.h"
 
 namespace moeserve::server {
@@ -20,6 +21,9 @@ const Json* Field(const Json& body, const char* name) {
 }  // namespace
 
 Json ParseBody(const std::string& body) {
+  if (JsonNestingDepth(body) > kMaxJsonDepth)
+    throw BadRequest("the request body nests deeper than " + std::to_string(kMaxJsonDepth) +
+                     " levels of arrays and objects");
   Json j;
   try {
     j = Json::parse(body);

@@ -133,6 +133,38 @@ test('tokenize / detokenize bad input -> 400', async () => {
   isError(await post(s.base, '/detokenize', { tokens: [123456789] }), 400);
 });
 
+test('JSON nested 120,000 levels deep on every route and in every nested field -> 400, server alive', async () => {
+  // Recursive copies of client JSON used to overflow the stack (SIGSEGV, every request lost).
+  const t = await startServer(['--scripted-output', writeTemp('r.txt', 'Fine.')]);
+  try {
+    const deep = (n) => '['.repeat(n) + ']'.repeat(n);
+    const d = deep(120000);
+    const bodies = [
+      ['/v1/completions', `{"prompt": "Hi", "logit_bias": ${d}}`],
+      ['/v1/chat/completions', `{"messages": [{"role": "user", "content": ${d}}]}`],
+      ['/v1/chat/completions', `{"messages": [{"role": "user", "content": "Hi"}], "chat_template_kwargs": {"x": ${d}}}`],
+      ['/v1/chat/completions', `{"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function", "function": {"name": "f", "parameters": ${d}}}]}`],
+      ['/tokenize', `{"messages": ${d}}`],
+      ['/detokenize', `{"tokens": ${d}}`],
+      ['/v1/completions', deep(129)],
+    ];
+    for (const [route, body] of bodies) {
+      const r = await post(t.base, route, body);
+      isError(r, 400);
+      assert.match(r.json.error.message, /deeper than 128/);
+    }
+    // 128 levels are fine as far as nesting goes (the field is then rejected for its type).
+    isError(await post(t.base, '/v1/completions', `{"prompt": "Hi", "stop": ${deep(127)}}`), 400, 'stop');
+    // Deep JSON inside a string (tool-call arguments) is kept as the string, not parsed.
+    const args = { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'f', arguments: deep(120000) } }] };
+    const r = await post(t.base, '/v1/chat/completions', { messages: [{ role: 'user', content: 'Hi' }, args, { role: 'tool', tool_call_id: 'c1', content: 'ok' }] });
+    assert.equal(r.status, 200, r.text);
+    const c = await t.client().chat.completions.create({ model: 'model', messages: [{ role: 'user', content: 'Hi' }] });
+    assert.equal(c.choices.length, 1);
+    assert.equal((await fetch(t.base + '/health')).status, 200);
+  } finally { await t.stop(); }
+});
+
 test('a client that disconnects mid-request does not disturb the server', async () => {
   await new Promise((resolve) => {
     const sock = net.connect(s.port, '127.0.0.1', () => {
