@@ -23,6 +23,11 @@ Numerics modes (--numerics):
                     then sigmoid/softmax and top-k in f32; each expert's output times its f32 routing
                     weight is rounded to bf16 and accumulated in bf16 (index_add_) in ascending expert
                     order. Note: MINIMAX-M2.md asks the engine for an f32 router; HF does not do that.
+  engine-int8       the engine with --activation-dtype int8: as engine, except that the input of
+                    every MXFP4 linear layer is quantized per 32-column block to int8 (d = amax/127
+                    in f32, q = round-half-even(x / d) clamped to +-127; amax = 0 gives q = 0) and
+                    the layer computes sum(q * d * W) (here in f64; the engine sums exact integer
+                    block dot products in f32, kernels/mxfp4_i8.h). bf16 and FP8 layers as engine.
   f32               weights upcast, everything f32, no rounding anywhere.
 
 Routing: MiniMax-M2 = sigmoid scores; e_score_correction_bias is added only to choose the top-k;
@@ -49,7 +54,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st_io  # noqa: E402
 
-NUMERICS = ("engine", "bf16", "f32")
+NUMERICS = ("engine", "engine-int8", "bf16", "f32")
 
 
 def bf16_round(x):
@@ -136,6 +141,16 @@ def dequant_mxfp4(packed, scales):
     return E2M1[codes] * scale
 
 
+def q8_dequant(x):
+    """x [..., K] f32 quantized per 32 columns to int8 (kernels/mxfp4_i8.h), returned as q * d (f64)."""
+    blocks = x.reshape(*x.shape[:-1], -1, 32)
+    amax = blocks.abs().amax(-1, keepdim=True)
+    d = amax / torch.tensor(127.0, dtype=torch.float32)
+    safe = torch.where(d == 0, torch.ones_like(d), d)
+    q = torch.where(d == 0, torch.zeros_like(blocks), torch.round(blocks / safe).clamp(-127, 127))
+    return (q.double() * d.double()).reshape(x.shape)
+
+
 def argmax_lowest(row):
     return int(torch.nonzero(row == row.max())[0, 0])
 
@@ -201,6 +216,7 @@ class Model:
         self.quant = QuantScheme(q) if q else None
         self.dtype = torch.bfloat16 if numerics == "bf16" else torch.float32
         self.trace = None  # dict name -> tensor while tracing (see --dump-dir)
+        self.int8_inputs = set()  # id() of the MXFP4 weights whose inputs are int8 (engine-int8)
         self._load()
 
     # ---- loading (strict: every expected tensor, exact shape) ----
@@ -239,6 +255,8 @@ class Model:
                 raise ValueError(f"{name}: MXFP4 input dim {inn} is not a multiple of 32")
             w = dequant_mxfp4(self._raw(name, "U8", (out, inn // 2)),
                               self._raw(module + ".weight_scale", "U8", (out, inn // 32)))
+            if self.numerics == "engine-int8":
+                self.int8_inputs.add(id(w))
         return w.to(self.dtype)
 
     def _load(self):
@@ -296,7 +314,9 @@ class Model:
         return w * y.to(x.dtype)
 
     def linear(self, x, w):
-        if self.numerics == "engine":
+        if id(w) in self.int8_inputs:
+            return F.linear(q8_dequant(x).double(), w.double()).float()
+        if self.numerics.startswith("engine"):
             x = bf16_round(x)
         return F.linear(x, w)
 
@@ -336,7 +356,7 @@ class Model:
         if not c.minimax:  # Qwen3: per-head RMSNorm over head_dim, before RoPE
             q, k = self.rmsnorm(q, L["q_norm"]), self.rmsnorm(k, L["k_norm"])
         q, k = self.rope(q, positions), self.rope(k, positions)
-        if self.numerics == "engine":  # the cache holds bf16
+        if self.numerics.startswith("engine"):  # the cache holds bf16
             k, v = bf16_round(k), bf16_round(v)
         self._rec(f"layer{li}.q", q)  # [heads, T, head_dim], after norm and RoPE
         self._rec(f"layer{li}.k", k)

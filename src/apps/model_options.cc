@@ -16,6 +16,11 @@ void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& defau
     m->default_str(default_model);
   }
   app.add_option("--threads", opts.threads, "Worker threads (default: all cores)");
+  app.add_option("--activation-dtype,--activation_dtype", opts.activation_dtype,
+                 "Inputs of MXFP4 linear layers: bf16 (exact bf16 activations) or int8 (weights "
+                 "repacked at load for int8 dot products, activations quantized per 32 values)")
+      ->check(CLI::IsMember({"bf16", "int8"}))
+      ->capture_default_str();
 }
 
 void AddKvCacheDtypeOption(CLI::App& app, std::string& value) {

@@ -11,12 +11,15 @@ namespace moeserve::apps {
 struct ModelOptions {
   std::string model_dir;
   size_t threads = 0;  // 0 = all cores
+  // --activation-dtype: "bf16" (linear inputs rounded to bf16) or "int8" (MXFP4 weights repacked
+  // at load and multiplied with int8 activation blocks; other weights unchanged).
+  std::string activation_dtype = "bf16";
 };
 
 // The bundled model (models/minimax-m2-tiny in the source tree): the default of serve and generate.
 std::string BundledModelDir();
 
-// Adds --model and --threads. `default_model` is used when --model is omitted ("" = required).
+// Adds --model, --threads and --activation-dtype. `default_model` is used when --model is omitted ("" = required).
 void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& default_model = "");
 
 // --kv-cache-dtype / --kv_cache_dtype: auto | bf16 | fp8 | fp8_e4m3 (vLLM's spellings).

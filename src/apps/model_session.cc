@@ -108,7 +108,9 @@ std::unique_ptr<ModelSession> ModelSession::Open(const ModelOptions& mo, const P
   if (po.expert_parallel && tp == 1) LogWarn("--enable-expert-parallel has no effect at -tp 1");
   s->pool_ = std::make_unique<ThreadPool>(mo.threads ? mo.threads : DefaultThreads(local_ranks));
   const model::Parallelism par{{s->comm_->rank(), s->comm_->size()}, po.expert_parallel};
-  auto model = model::LoadModel(mo.model_dir, par, s->context());
+  model::LoadOptions lo;
+  lo.int8_activations = mo.activation_dtype == "int8";
+  auto model = model::LoadModel(mo.model_dir, par, s->context(), lo);
   // Weights are mmap'd views: a rank's RSS grows only with the slices it touches.
   LogInfo("rank ", s->comm_->rank(), "/", s->comm_->size(), ": ", model->WeightBytes() >> 20,
           " MiB of weights in its shard, RSS ", RssMiB(), " MiB after loading");

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/mxfp4_i8.h"
 
 namespace moeserve::kernels {
 
@@ -71,6 +72,13 @@ void GemmBf16(const float* xr, size_t ldxr, size_t m, const bf16* w, size_t row_
 void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_stride, size_t k,
              size_t rows, float* y, size_t ldy, bool accumulate);
 void SiluMul(const float* gate, const float* up, float* out, size_t n);
+// Q8 activations (mxfp4_i8.h): rows x[t, 0..k) → q + t·ldq, d + t·ldd, sum + t·ldd; k % 32 == 0.
+// Equals QuantizeRowQ8Reference bit for bit.
+void QuantizeRowsQ8(const float* x, size_t ldx, size_t m, size_t k, int8_t* q, size_t ldq,
+                    float* d, int32_t* sum, size_t ldd);
+// y[t, r] (= or +=) for t < x.m, r < w.rows; w a kMxfp4I8 view (starts on a row group). Equals
+// MatMulMxfp4I8Reference bit for bit; any m (decode GEMV at m = 1 .. prefill GEMM).
+void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, bool accumulate);
 
 // Roofline probes (calling thread only).
 double SumBuffer(const float* data, size_t n);
@@ -119,8 +127,19 @@ void F32FmaChains(size_t iterations, float* sink);   // 12 chains × 32 flop per
 struct PreparedX {
   const float* f32 = nullptr;  // [m, ld]: x itself (f32 W) or x rounded to bf16 (bf16 W, ≤ avx512)
   const bf16* b16 = nullptr;   // [m, ld]: x as bf16 pairs (bf16 W on avx512bf16)
+  Q8Rows q8;                   // x quantized to int8 blocks (kMxfp4I8 W), else q8.q null
   size_t ld = 0;
   size_t m = 0;
+
+  // Rows [row0, row0 + count) of the same prepared x.
+  PreparedX Rows(size_t row0, size_t count) const {
+    PreparedX v = *this;
+    if (v.f32) v.f32 += row0 * v.ld;
+    if (v.b16) v.b16 += row0 * v.ld;
+    if (v.q8.q) v.q8.q += row0 * v.q8.ldq, v.q8.d += row0 * v.q8.ldd, v.q8.sum += row0 * v.q8.ldd;
+    v.m = v.q8.m = count;
+    return v;
+  }
 };
 
 }  // namespace moeserve::kernels

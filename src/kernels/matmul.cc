@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "kernels/activation.h"
 #include "kernels/matmul_internal.h"
+#include "kernels/mxfp4_i8.h"
 #include "kernels/quant.h"
 
 namespace moeserve::kernels {
@@ -105,6 +106,32 @@ void QuantRowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0,
   }
 }
 
+void Mxfp4I8Group(Isa isa, const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy,
+                  bool accumulate) {
+  if (isa == Isa::kScalar) return MatMulMxfp4I8Reference(x, w, y, ldy, accumulate);
+  avx2::MatMulMxfp4I8(x, w, y, ldy, accumulate);
+}
+
+// Rows [n0, n1) of a kMxfp4I8 weight. The kernels start on an 8-row group; a range that does not
+// (MoE's w3 half when the intermediate size is not a multiple of 8) computes its first group
+// into scratch and keeps the rows it owns.
+void Mxfp4I8RowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1,
+                    float* y, size_t ldy, bool accumulate) {
+  if (n0 % 8 != 0) {
+    const size_t g0 = n0 / 8 * 8, g1 = std::min(g0 + 8, w.rows), own = std::min(g1, n1);
+    float* tmp = tl_panel.As<float>(x.m * 8);
+    Mxfp4I8Group(isa, x.q8, Mxfp4I8Rows(w, g0, g1 - g0), tmp, 8, false);
+    for (size_t t = 0; t < x.m; ++t)
+      for (size_t n = n0; n < own; ++n) {
+        float& out = y[t * ldy + n];
+        out = accumulate ? out + tmp[t * 8 + n - g0] : tmp[t * 8 + n - g0];
+      }
+    n0 = own;
+    if (n0 >= n1) return;
+  }
+  Mxfp4I8Group(isa, x.q8, Mxfp4I8Rows(w, n0, n1 - n0), y + n0, ldy, accumulate);
+}
+
 }  // namespace
 
 void CheckWeight(const WeightMatrix& w) {
@@ -121,6 +148,14 @@ void CheckWeight(const WeightMatrix& w) {
                          (w.scales && w.scale_stride >= (w.col0 + w.cols + 127) / 128),
                      "FP8 block weight: scales missing or scale_stride ", w.scale_stride,
                      " too small for columns up to ", w.col0 + w.cols);
+      return;
+    case WeightFormat::kMxfp4I8:
+      MOESERVE_CHECK(w.dtype == DType::kU8, "MXFP4 weight with dtype ", DTypeName(w.dtype));
+      MOESERVE_CHECK(w.cols % 32 == 0, "MXFP4 weight: cols ", w.cols, " not a multiple of 32");
+      MOESERVE_CHECK(w.row_stride >= w.cols / 32 * 128 && w.scale_stride >= w.cols / 32 * 8 &&
+                         (w.rows == 0 || w.cols == 0 || w.scales),
+                     "repacked MXFP4 weight: strides ", w.row_stride, " / ", w.scale_stride,
+                     " too small for ", w.cols, " columns");
       return;
     case WeightFormat::kMxfp4:
       MOESERVE_CHECK(w.dtype == DType::kU8, "MXFP4 weight with dtype ", DTypeName(w.dtype));
@@ -149,8 +184,9 @@ namespace {
 
 // Row i of the prepared x from x row rows[i] (rows: null for the identity), on the pool's threads
 // or (pool null) on the calling one.
-PreparedX PrepareRows(Isa isa, DType w_dtype, const float* x, size_t ldx, const size_t* rows,
-                      size_t m, size_t k, ScratchBuffer& buf, ThreadPool* pool) {
+PreparedX PrepareRows(Isa isa, const WeightMatrix& w, const float* x, size_t ldx,
+                      const size_t* rows, size_t m, size_t k, ScratchBuffer& buf,
+                      ThreadPool* pool) {
   auto src = [&](size_t i) { return x + (rows ? rows[i] : i) * ldx; };
   auto for_rows = [&](const auto& fn) {
     auto range = [&](size_t i0, size_t i1) {
@@ -163,7 +199,23 @@ PreparedX PrepareRows(Isa isa, DType w_dtype, const float* x, size_t ldx, const 
   };
   PreparedX px;
   px.m = m;
-  if (w_dtype == DType::kF32) {
+  if (w.format == WeightFormat::kMxfp4I8) {
+    // One buffer: q [m, k] bytes, then d and sum [m, k / 32] each.
+    const size_t nb = k / 32, q_bytes = (m * k + 63) / 64 * 64;
+    uint8_t* base = buf.As<uint8_t>(q_bytes + 2 * m * nb * 4);
+    int8_t* q = reinterpret_cast<int8_t*>(base);
+    float* d = reinterpret_cast<float*>(base + q_bytes);
+    int32_t* sum = reinterpret_cast<int32_t*>(base + q_bytes + m * nb * 4);
+    for_rows([&](size_t i) {
+      if (isa == Isa::kScalar)
+        QuantizeRowQ8Reference(src(i), k, q + i * k, d + i * nb, sum + i * nb);
+      else
+        avx2::QuantizeRowsQ8(src(i), ldx, 1, k, q + i * k, k, d + i * nb, sum + i * nb, nb);
+    });
+    px.q8 = {q, d, sum, k, nb, m, k};
+    return px;
+  }
+  if (w.dtype == DType::kF32) {
     if (!rows) {
       px.f32 = x;
       px.ld = ldx;
@@ -199,14 +251,15 @@ PreparedX PrepareRows(Isa isa, DType w_dtype, const float* x, size_t ldx, const 
 
 }  // namespace
 
-PreparedX PrepareX(Isa isa, DType w_dtype, const float* x, size_t ldx, size_t m, size_t k,
+PreparedX PrepareX(Isa isa, const WeightMatrix& w, const float* x, size_t ldx, size_t m, size_t k,
                    ScratchBuffer& buf) {
-  return PrepareRows(isa, w_dtype, x, ldx, nullptr, m, k, buf, nullptr);
+  return PrepareRows(isa, w, x, ldx, nullptr, m, k, buf, nullptr);
 }
 
-PreparedX PrepareXParallel(Isa isa, DType w_dtype, const float* x, size_t ldx, const size_t* rows,
-                           size_t m, size_t k, ScratchBuffer& buf, ThreadPool& pool) {
-  return PrepareRows(isa, w_dtype, x, ldx, rows, m, k, buf, &pool);
+PreparedX PrepareXParallel(Isa isa, const WeightMatrix& w, const float* x, size_t ldx,
+                           const size_t* rows, size_t m, size_t k, ScratchBuffer& buf,
+                           ThreadPool& pool) {
+  return PrepareRows(isa, w, x, ldx, rows, m, k, buf, &pool);
 }
 
 size_t MatMulRowGrain(Isa isa, size_t m) {
@@ -218,6 +271,7 @@ size_t MatMulRowGrain(Isa isa, size_t m) {
 void MatMulRows(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                 size_t ldy, bool accumulate) {
   if (n0 >= n1 || x.m == 0) return;
+  if (w.format == WeightFormat::kMxfp4I8) return Mxfp4I8RowsIsa(isa, x, w, n0, n1, y, ldy, accumulate);
   const size_t rows = n1 - n0, k = w.cols;
   float* yn = y + n0;
   if (isa == Isa::kScalar) return ScalarRows(x, w, n0, n1, y, ldy, accumulate);
@@ -253,8 +307,8 @@ void MatMul(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* 
   }
   const Isa isa = BestIsa();
   const PreparedX px = m >= kGemmMinM
-                           ? PrepareXParallel(isa, w.dtype, x, ldx, nullptr, m, w.cols, tl_x, pool)
-                           : PrepareX(isa, w.dtype, x, ldx, m, w.cols, tl_x);
+                           ? PrepareXParallel(isa, w, x, ldx, nullptr, m, w.cols, tl_x, pool)
+                           : PrepareX(isa, w, x, ldx, m, w.cols, tl_x);
   pool.ParallelFor(w.rows, MatMulRowGrain(isa, m), [&](size_t n0, size_t n1) {
     MatMulRows(isa, px, w, n0, n1, y, ldy, accumulate);
   });
@@ -263,6 +317,17 @@ void MatMul(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* 
 void MatMulReference(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* y,
                      size_t ldy, bool accumulate) {
   CheckShapes(x, ldx, m, w, y, ldy);
+  if (w.format == WeightFormat::kMxfp4I8) {
+    const size_t nb = w.cols / 32;
+    std::vector<int8_t> q(m * w.cols);
+    std::vector<float> d(m * nb);
+    std::vector<int32_t> sum(m * nb);
+    for (size_t t = 0; t < m; ++t)
+      QuantizeRowQ8Reference(x + t * ldx, w.cols, q.data() + t * w.cols, d.data() + t * nb,
+                             sum.data() + t * nb);
+    return MatMulMxfp4I8Reference({q.data(), d.data(), sum.data(), w.cols, nb, m, w.cols}, w, y,
+                                  ldy, accumulate);
+  }
   // W dequantized exactly to f32 (bf16 and quantized formats); x rounded to bf16 unless W is f32.
   const bool round_x = !(w.format == WeightFormat::kDense && w.dtype == DType::kF32);
   std::vector<float> row(w.cols);

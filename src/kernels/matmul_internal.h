@@ -34,17 +34,18 @@ class ScratchBuffer {
 // Throws moeserve::Error unless w is a well-formed view of a supported format (weights.h).
 void CheckWeight(const WeightMatrix& w);
 
-// Converts x for `isa` and the weight dtype (bf16 rounding, or bf16 packing on avx512bf16) into
-// `buf`, or points at x itself for f32 weights; every other dtype (bf16 and the quantized
-// formats' kF8E4M3 / kU8) gets the bf16 preparation. Runs on the calling thread.
-PreparedX PrepareX(Isa isa, DType w_dtype, const float* x, size_t ldx, size_t m, size_t k,
+// Converts x for `isa` and the weight `w` it will multiply (bf16 rounding, or bf16 packing on
+// avx512bf16) into `buf`, or points at x itself for f32 weights; kMxfp4I8 weights get int8
+// blocks (mxfp4_i8.h), every other format (bf16, FP8-block, MXFP4) the bf16 preparation. Runs on
+// the calling thread.
+PreparedX PrepareX(Isa isa, const WeightMatrix& w, const float* x, size_t ldx, size_t m, size_t k,
                    ScratchBuffer& buf);
 
 // The same over the pool's threads, row i of the result taken from x row rows[i] (rows: null for
 // the identity). With a gather and f32 weights the rows are copied into `buf`. Replaces a serial
 // gather-then-convert that cost MoE prefill two full passes over [tokens × top-k, hidden] on one
 // thread while the other waited.
-PreparedX PrepareXParallel(Isa isa, DType w_dtype, const float* x, size_t ldx, const size_t* rows,
+PreparedX PrepareXParallel(Isa isa, const WeightMatrix& w, const float* x, size_t ldx, const size_t* rows,
                            size_t m, size_t k, ScratchBuffer& buf, ThreadPool& pool);
 
 // y[t, n] for n in [n0, n1): any thread may call it (scratch is thread_local).

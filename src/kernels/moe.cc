@@ -54,13 +54,7 @@ std::pair<size_t, size_t> Share(size_t n, size_t grain, size_t t, size_t threads
   return {std::min(b, n), e};
 }
 
-PreparedX RowsOf(const PreparedX& px, size_t row0, size_t m) {
-  PreparedX v = px;
-  if (v.f32) v.f32 += row0 * v.ld;
-  if (v.b16) v.b16 += row0 * v.ld;
-  v.m = m;
-  return v;
-}
+PreparedX RowsOf(const PreparedX& px, size_t row0, size_t m) { return px.Rows(row0, m); }
 
 }  // namespace
 
@@ -109,16 +103,17 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
                 size_t ldy, ThreadPool& pool, bool accumulate) {
   const size_t num_experts = experts.size();
   size_t hidden = 0, inter = 0;
-  DType dt1 = DType::kBF16, dt2 = DType::kBF16;
+  const ExpertWeights* first = nullptr;  // x preparation follows its formats (all the same)
   for (const ExpertWeights& e : experts) {
     if (e.w1.empty()) continue;
-    if (hidden == 0) {
-      hidden = e.w1.cols, inter = e.w1.rows, dt1 = e.w1.dtype, dt2 = e.w2.dtype;
-    }
+    if (hidden == 0) hidden = e.w1.cols, inter = e.w1.rows, first = &e;
+    const DType dt1 = first->w1.dtype, dt2 = first->w2.dtype;
     CheckWeight(e.w1), CheckWeight(e.w3), CheckWeight(e.w2);
     MOESERVE_CHECK(e.w1.cols == hidden && e.w1.rows == inter && e.w3.rows == inter &&
                        e.w3.cols == hidden && e.w2.rows == hidden && e.w2.cols == inter &&
                        e.w1.dtype == dt1 && e.w3.dtype == dt1 && e.w2.dtype == dt2 &&
+                       e.w1.format == first->w1.format && e.w3.format == first->w1.format &&
+                       e.w2.format == first->w2.format &&
                        !e.w3.empty() && !e.w2.empty(),
                    "MoeExperts: inconsistent expert shapes");
   }
@@ -164,7 +159,7 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
   const Isa isa = BestIsa();
   // Each routed (token, slot) row converted straight from x, on all threads.
   const PreparedX px =
-      PrepareXParallel(isa, dt1, x, ldx, sc.token_of.data(), rows, hidden, sc.xprep, pool);
+      PrepareXParallel(isa, first->w1, x, ldx, sc.token_of.data(), rows, hidden, sc.xprep, pool);
 
   // Run 1: gate and up into gate_up [rows, 2I] (gate in columns 0..I, up in I..2I).
   float* gate_up = sc.gate_up.As<float>(rows * 2 * inter);
@@ -190,7 +185,7 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
       SiluMulIsa(isa, gate_up + r * 2 * inter, gate_up + r * 2 * inter + inter, act + r * inter,
                  inter);
   });
-  const PreparedX pa = PrepareXParallel(isa, dt2, act, inter, nullptr, rows, inter, sc.aprep, pool);
+  const PreparedX pa = PrepareXParallel(isa, first->w2, act, inter, nullptr, rows, inter, sc.aprep, pool);
   // Run 3: down projection into down [rows, H].
   float* down = sc.down.As<float>(rows * hidden);
   pool.Run([&](size_t t, size_t threads) {

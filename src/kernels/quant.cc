@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "kernels/mxfp4_i8.h"
 
 namespace moeserve::kernels {
 namespace {
@@ -162,6 +163,9 @@ void DequantizeRow(const WeightMatrix& w, size_t row, size_t c0, size_t n, float
       }
       return;
     }
+    case WeightFormat::kMxfp4I8:
+      for (size_t i = 0; i < n; ++i) out[i] = Mxfp4I8Element(w, row, c0 + i);
+      return;
   }
 }
 

@@ -21,7 +21,9 @@ namespace moeserve::kernels {
 //             view's element [r=0, c=0]. Scales are e8m0 bytes, one per 32 consecutive columns:
 //             W[r, c] = e2m1(code) * 2^(scales_u8[r * scale_stride + c / 32] - 127), with
 //             `scales` pointing at the view's first group. Views start on a multiple of 32 columns.
-enum class WeightFormat : uint8_t { kDense, kFp8Block, kMxfp4 };
+//  kMxfp4I8:  MXFP4 repacked at load in 8-row groups for int8 dot products (mxfp4_i8.h); its
+//             activations are quantized to int8 per 32-column block (--activation-dtype int8).
+enum class WeightFormat : uint8_t { kDense, kFp8Block, kMxfp4, kMxfp4I8 };
 
 struct WeightMatrix {
   DType dtype = DType::kBF16;

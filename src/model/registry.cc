@@ -1,5 +1,7 @@
 #include "model/registry.h"
 
+#include <chrono>
+
 #include <filesystem>
 
 #include "core/check.h"
@@ -67,8 +69,9 @@ namespace {
 // Keeps the mmap'd checkpoint alive as long as the model whose weights point into it.
 class CheckpointBackedModel final : public Model {
  public:
-  CheckpointBackedModel(std::unique_ptr<loader::Checkpoint> ckpt, std::unique_ptr<Model> model)
-      : ckpt_(std::move(ckpt)), model_(std::move(model)) {}
+  CheckpointBackedModel(std::unique_ptr<loader::Checkpoint> ckpt, RepackedStore repacked,
+                        std::unique_ptr<Model> model)
+      : ckpt_(std::move(ckpt)), repacked_(std::move(repacked)), model_(std::move(model)) {}
   const ModelConfig& config() const override { return model_->config(); }
   KvLayout kv_layout() const override { return model_->kv_layout(); }
   size_t DecodeBytesPerToken() const override { return model_->DecodeBytesPerToken(); }
@@ -79,12 +82,14 @@ class CheckpointBackedModel final : public Model {
 
  private:
   std::unique_ptr<loader::Checkpoint> ckpt_;
+  RepackedStore repacked_;  // weights repacked at load, also pointed into
   std::unique_ptr<Model> model_;
 };
 
 }  // namespace
 
-std::unique_ptr<Model> LoadModel(const std::string& dir, Parallelism parallel, RunContext ctx) {
+std::unique_ptr<Model> LoadModel(const std::string& dir, Parallelism parallel, RunContext ctx,
+                                 LoadOptions options) {
   const Shard shard = parallel.shard;
   const auto j = loader::JsonConfig::FromFile((std::filesystem::path(dir) / "config.json").string());
   const Architecture& arch = FindArchitecture(j);
@@ -94,14 +99,21 @@ std::unique_ptr<Model> LoadModel(const std::string& dir, Parallelism parallel, R
   if (arch.ignore_rules) arch.ignore_rules(config, strict);
   const loader::QuantConfig quant = loader::ParseQuantConfig(j);
   if (quant.method != loader::QuantMethod::kNone) LogInfo("quantized checkpoint: ", quant.Describe());
-  WeightReader weights(strict, quant);
+  WeightReader weights(strict, quant, options);
+  const auto t0 = std::chrono::steady_clock::now();
   auto model = arch.build(config, weights, parallel, ctx);
   strict.Finish();
+  if (weights.repacked_bytes() > 0)
+    LogInfo("repacked ", weights.repacked_bytes() >> 20,
+            " MiB of MXFP4 weights for int8 activations (the checkpoint's own bytes: ",
+            weights.repacked_source_bytes() >> 20, " MiB) in ",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), " s");
   LogInfo("loaded ", config.architecture, " from ", dir, ": ", config.num_layers, " layers, ",
           config.num_experts, " experts (top ", config.num_experts_per_token, "), ",
           model->WeightBytes() / (1 << 20), " MiB of weights on rank ", shard.rank, "/",
           shard.size, parallel.expert_parallel ? " (expert parallel)" : "");
-  return std::make_unique<CheckpointBackedModel>(std::move(ckpt), std::move(model));
+  return std::make_unique<CheckpointBackedModel>(std::move(ckpt), weights.TakeRepacked(),
+                                                 std::move(model));
 }
 
 }  // namespace moeserve::model

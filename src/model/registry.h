@@ -31,7 +31,8 @@ const Architecture& FindArchitecture(const loader::JsonConfig& config);
 ModelConfig LoadModelConfig(const std::string& dir);
 
 // Loads `dir` strictly for this rank. `ctx` must outlive the model.
-std::unique_ptr<Model> LoadModel(const std::string& dir, Parallelism parallel, RunContext ctx);
+std::unique_ptr<Model> LoadModel(const std::string& dir, Parallelism parallel, RunContext ctx,
+                                 LoadOptions options = {});
 
 // Shared config.json parsing for the keys every architecture spells the same way.
 void ParseCommonConfig(const loader::JsonConfig& j, ModelConfig& c);

@@ -1,7 +1,9 @@
 #include "model/weights.h"
 
 #include "core/check.h"
+#include "kernels/mxfp4_i8.h"
 
+#include <cstdlib>
 #include <cstring>
 
 namespace moeserve::model {
@@ -32,6 +34,8 @@ size_t BytesOf(const kernels::WeightMatrix& w) {
                          ((w.col0 + w.cols + 127) / 128 - w.col0 / 128) * sizeof(float);
     case kernels::WeightFormat::kMxfp4:
       return elems / 2 + w.rows * ((w.cols + 31) / 32);
+    case kernels::WeightFormat::kMxfp4I8:
+      return kernels::Mxfp4I8CodeBytes(w.rows, w.cols) + kernels::Mxfp4I8ScaleBytes(w.rows, w.cols);
   }
   return 0;
 }
@@ -106,9 +110,24 @@ kernels::WeightMatrix WeightReader::Linear(const std::string& name, size_t out, 
       w.scales = t.scales->data + s.row_begin * (in / 32) + s.col_begin / 32;
       w.scale_stride = in / 32;
       break;
+    case kernels::WeightFormat::kMxfp4I8:  // made only by repacking, never read from a file
+      Fail("tensor ", name, ": unexpected format");
   }
   bytes_mapped_ += BytesOf(w);
+  if (options_.int8_activations && w.format == kernels::WeightFormat::kMxfp4)
+    return RepackForInt8(w);
   return w;
+}
+
+kernels::WeightMatrix WeightReader::RepackForInt8(const kernels::WeightMatrix& w) {
+  const size_t code_bytes = kernels::Mxfp4I8CodeBytes(w.rows, w.cols);
+  const size_t total = (code_bytes + 63) / 64 * 64 + kernels::Mxfp4I8ScaleBytes(w.rows, w.cols);
+  auto* mem = static_cast<uint8_t*>(std::aligned_alloc(64, (total + 63) / 64 * 64));
+  MOESERVE_CHECK(mem != nullptr, "out of memory repacking ", total, " bytes of MXFP4 weights");
+  repacked_.emplace_back(mem, std::free);
+  repacked_bytes_ += total;
+  repacked_source_bytes_ += BytesOf(w);
+  return kernels::RepackMxfp4I8(w, mem, mem + (code_bytes + 63) / 64 * 64);
 }
 
 kernels::WeightMatrix WeightReader::DenseTable(const std::string& name, size_t rows, size_t cols) {

@@ -4,6 +4,8 @@
 // pages of its slices. Small fp32 parameters (norms, router, bias) are converted and owned.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +37,16 @@ std::pair<size_t, size_t> SplitRange(size_t n, Shard shard);
 // rank's shard to a multiple of `align` with zeros, without storing the zeros.
 std::pair<size_t, size_t> SplitRangeAligned(size_t n, Shard shard, size_t align);
 
+// How weights are prepared at load.
+struct LoadOptions {
+  // MXFP4 linear weights repacked into kernels::WeightFormat::kMxfp4I8 (their activations then
+  // go through int8 dot products); otherwise every weight is a view into the checkpoint.
+  bool int8_activations = false;
+};
+
+// Owns weights repacked at load; views point into it, so it must outlive the model.
+using RepackedStore = std::vector<std::unique_ptr<uint8_t[], void (*)(void*)>>;
+
 // Bytes a kernel reads to apply `w` once (codes plus scales).
 size_t BytesOf(const kernels::WeightMatrix& w);
 
@@ -45,8 +57,9 @@ struct Slice2D {
 
 class WeightReader {
  public:
-  WeightReader(loader::StrictLoader& loader, loader::QuantConfig quant = {})
-      : loader_(loader), quant_(std::move(quant)) {}
+  WeightReader(loader::StrictLoader& loader, loader::QuantConfig quant = {},
+               LoadOptions options = {})
+      : loader_(loader), quant_(std::move(quant)), options_(options) {}
 
   // A [out, in] linear weight, whole or sliced: bf16, or FP8-block / MXFP4 with its scales when
   // the checkpoint's quantization_config says this module is quantized. Names the tensor and
@@ -72,6 +85,11 @@ class WeightReader {
   std::vector<float> MatrixF32(const std::string& name, size_t rows, size_t cols);
 
   size_t bytes_mapped() const { return bytes_mapped_; }
+  // Bytes written by repacking, and the checkpoint bytes they replace.
+  size_t repacked_bytes() const { return repacked_bytes_; }
+  size_t repacked_source_bytes() const { return repacked_source_bytes_; }
+  // The repacked weights, for the model's owner to keep.
+  RepackedStore TakeRepacked() { return std::move(repacked_); }
 
  private:
   struct LinearTensors {
@@ -80,10 +98,14 @@ class WeightReader {
     kernels::WeightFormat format;
   };
   LinearTensors TakeLinear(const std::string& name, size_t out, size_t in);
+  kernels::WeightMatrix RepackForInt8(const kernels::WeightMatrix& mxfp4);
 
   loader::StrictLoader& loader_;
   loader::QuantConfig quant_;
+  LoadOptions options_;
   size_t bytes_mapped_ = 0;  // bytes of the slices this rank uses
+  size_t repacked_bytes_ = 0, repacked_source_bytes_ = 0;
+  RepackedStore repacked_;
 };
 
 }  // namespace moeserve::model

@@ -53,6 +53,11 @@ def run(cmd):
     return r
 
 
+def numerics(a):
+    """The reference's mode that reproduces the engine's --activation-dtype."""
+    return "engine-int8" if a.activation_dtype == "int8" else "engine"
+
+
 def reference_margin(a, model, prefix, ref_token, our_token):
     """The reference's next-token logit for ref_token minus that for our_token after `prefix`.
 
@@ -61,7 +66,7 @@ def reference_margin(a, model, prefix, ref_token, our_token):
     twice that, either greedy choice is within the numerics contract."""
     out = os.path.join(a.fixtures, f"quant_golden_{a.config}", "margin.npy")
     run([PY, os.path.join(ROOT, "tools", "reference.py"), "--model", model, "--logits-out", out,
-         "--prompt-ids", ",".join(map(str, prefix))])
+         "--numerics", numerics(a), "--prompt-ids", ",".join(map(str, prefix))])
     last = np.load(out)[-1]
     return float(last[ref_token] - last[our_token])
 
@@ -72,7 +77,7 @@ def check_tp(a, fmt, model, tp_size, prompt_args, ref, ref_logits, ours_logits):
     tp = ["-tp", str(tp_size)] if tp_size > 1 else []
     r = run([a.moeserve, "generate", "--model", model, "--max-tokens", str(a.max_tokens),
              "--output-format", "json", "--logits-out", ours_logits, "--threads", "1",
-             "--ignore-eos"] + tp + prompt_args)
+             "--ignore-eos", "--activation-dtype", a.activation_dtype] + tp + prompt_args)
     ours = [json.loads(line)["token_ids"] for line in r.stdout.strip().splitlines()]
 
     L, R = np.load(ours_logits), np.load(ref_logits)
@@ -80,7 +85,7 @@ def check_tp(a, fmt, model, tp_size, prompt_args, ref, ref_logits, ours_logits):
     scale = float(np.abs(R).max())
     max_abs, mean_abs = float(np.abs(L - R).max()), float(np.abs(L - R).mean())
     agree = float((L.argmax(-1) == R.argmax(-1)).mean())
-    print(f"{a.config} ({fmt}) tp{tp_size}: logits {L.shape}, max|logit| {scale:.3f}, max|diff| "
+    print(f"{a.config} ({fmt}, {a.activation_dtype} activations) tp{tp_size}: logits {L.shape}, max|logit| {scale:.3f}, max|diff| "
           f"{max_abs:.2e} ({max_abs / scale:.1e} relative), mean|diff| {mean_abs:.2e}, argmax "
           f"agreement {agree:.4f}")
     if "quantized checkpoint" not in r.stderr:
@@ -113,9 +118,11 @@ def main():
     ap.add_argument("--config", required=True, choices=sorted(CONFIGS))
     ap.add_argument("--tp", default="1", help="comma-separated tp sizes, each checked")
     ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--activation-dtype", choices=["bf16", "int8"], default="bf16",
+                    help="moeserve's --activation-dtype; the reference runs the matching mode")
     a = ap.parse_args()
     gen, fmt = CONFIGS[a.config]
-    work = os.path.join(a.fixtures, f"quant_golden_{a.config}")
+    work = os.path.join(a.fixtures, f"quant_golden_{a.config}_{a.activation_dtype}")
     shutil.rmtree(work, ignore_errors=True)
     src, model = os.path.join(work, "bf16"), os.path.join(work, fmt)
     run([PY, os.path.join(ROOT, "tools", "gen_checkpoint.py"), "--out", src] + gen.split())
@@ -126,7 +133,8 @@ def main():
         prompt_args += ["--prompt-ids", ",".join(map(str, p))]
     ref_logits = os.path.join(work, "ref.npy")
     ref = json.loads(run([PY, os.path.join(ROOT, "tools", "reference.py"), "--model", model,
-                          "--max-tokens", str(a.max_tokens), "--logits-out", ref_logits, "--json"]
+                          "--max-tokens", str(a.max_tokens), "--logits-out", ref_logits, "--json",
+                          "--numerics", numerics(a)]
                          + prompt_args).stdout)
     ok = True
     for tp in [int(t) for t in a.tp.split(",")]:

@@ -1,0 +1,235 @@
+// bench_mxfp4_i8: the int8 MXFP4 path (mxfp4_i8.h: Q8 activations × repacked kMxfp4I8 weights,
+// avx2::MatMulMxfp4I8) beside the existing f32-decode path (kMxfp4 through MatMul), on the
+// MiniMax-M2.1 expert shapes, 2 threads by default. Weights are cycled through 64 copies (> 4x
+// the LLC) so every run reads them from DRAM. The int8 time includes quantizing x.
+//   m = 1: GB/s of weight bytes read, beside a read-bandwidth probe of the same bytes run just
+//          before each kernel run (the shared host's bandwidth drifts), and the roofline's.
+//   m = 16, 512: GOP/s = 2·m·rows·cols / time.
+// Figures are medians over the runs.
+//   bench_mxfp4_i8 [--runs N] [--threads N] [--m M] [--hot]
+// --hot: one copy of each weight, LLC-resident after the first run: the kernel's compute rate.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "bench_timing.h"
+#include "kernels/internal.h"
+#include "kernels/matmul.h"
+#include "kernels/mxfp4_i8.h"
+#include "kernels/quant.h"
+#include "kernels/roofline.h"
+#include "runtime/cpu_features.h"
+#include "runtime/thread_pool.h"
+
+namespace moeserve::kernels {
+namespace {
+
+using bench::Now;
+
+constexpr size_t kCopies = 64;
+size_t g_only_m = 0;  // --m M: only that m (1, 16 or 512)
+bool g_hot = false;   // --hot: one copy, LLC-resident after the first run (the kernel's compute)
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// One expert shape in both formats, kCopies copies of each (same codes, distinct memory).
+struct Weights {
+  std::vector<std::vector<uint8_t>> codes, scales, codes8, scales8;
+  std::vector<WeightMatrix> mxfp4, i8;
+  size_t bytes = 0;  // codes + scales of one copy (the same in both formats)
+};
+
+Weights MakeWeights(size_t rows, size_t cols) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> f(rows * cols);
+  for (float& v : f) v = normal(rng);
+  Weights w;
+  std::vector<uint8_t> codes(rows * cols / 2), scales(rows * cols / 32);
+  QuantizeMxfp4(f.data(), rows, cols, codes.data(), scales.data());
+  const WeightMatrix src{DType::kU8,           codes.data(),  rows,      cols, cols / 2,
+                         WeightFormat::kMxfp4, scales.data(), cols / 32, 0,    0};
+  std::vector<uint8_t> codes8(Mxfp4I8CodeBytes(rows, cols)), scales8(Mxfp4I8ScaleBytes(rows, cols));
+  const WeightMatrix packed = RepackMxfp4I8(src, codes8.data(), scales8.data());
+  for (size_t c = 0; c < kCopies; ++c) {
+    w.codes.push_back(codes);
+    w.scales.push_back(scales);
+    w.codes8.push_back(codes8);
+    w.scales8.push_back(scales8);
+  }
+  for (size_t c = 0; c < kCopies; ++c) {
+    WeightMatrix a = src, b = packed;
+    a.data = w.codes[c].data();
+    a.scales = w.scales[c].data();
+    b.data = w.codes8[c].data();
+    b.scales = w.scales8[c].data();
+    w.mxfp4.push_back(a);
+    w.i8.push_back(b);
+  }
+  w.bytes = codes.size() + scales.size();
+  return w;
+}
+
+// Q8 scratch for x [m, k].
+struct Q8Buffer {
+  std::vector<int8_t> q;
+  std::vector<float> d;
+  std::vector<int32_t> sum;
+};
+
+// The int8 path as the engine would run it: x quantized (rows split over the pool for m > 1),
+// then row groups split over the pool.
+void MatMulInt8(const float* x, size_t m, const WeightMatrix& w, Q8Buffer& buf, float* y,
+                ThreadPool& pool) {
+  const size_t k = w.cols, blocks = k / 32;
+  buf.q.resize(m * k);
+  buf.d.resize(m * blocks);
+  buf.sum.resize(m * blocks);
+  auto quantize = [&](size_t t0, size_t t1) {
+    avx2::QuantizeRowsQ8(x + t0 * k, k, t1 - t0, k, buf.q.data() + t0 * k, k,
+                         buf.d.data() + t0 * blocks, buf.sum.data() + t0 * blocks, blocks);
+  };
+  if (m == 1)
+    quantize(0, 1);
+  else
+    pool.ParallelFor(m, 1, quantize);
+  const Q8Rows q{buf.q.data(), buf.d.data(), buf.sum.data(), k, blocks, m, k};
+  const size_t groups = (w.rows + 7) / 8;
+  pool.ParallelFor(groups, 1, [&](size_t g0, size_t g1) {
+    const size_t r0 = 8 * g0, r1 = std::min(w.rows, 8 * g1);
+    avx2::MatMulMxfp4I8(q, Mxfp4I8Rows(w, r0, r1 - r0), y + r0, w.rows, false);
+  });
+}
+
+// Streaming read of `bytes` from a 512 MiB buffer, one contiguous share per thread; successive
+// calls walk the buffer, so the bytes come from DRAM (as bench_quant's probe).
+class ReadProbe {
+ public:
+  explicit ReadProbe(ThreadPool& pool) : pool_(pool), sinks_(pool.num_threads()) {
+    buf_ = static_cast<float*>(std::aligned_alloc(4096, kFloats * sizeof(float)));
+    pool_.Run([&](size_t t, size_t nt) {
+      const size_t part = kFloats / nt;
+      std::fill(buf_ + t * part, buf_ + (t + 1 == nt ? kFloats : (t + 1) * part), 1.0f);
+    });
+  }
+  ~ReadProbe() { std::free(buf_); }
+  double Seconds(size_t bytes) {
+    const size_t n = std::min(bytes / sizeof(float), kFloats / 2);
+    if (pos_ + n > kFloats) pos_ = 0;
+    const double t0 = Now();
+    pool_.Run([&](size_t t, size_t nt) {
+      const size_t chunk = n / nt / 16 * 16;
+      sinks_[t] = avx2::SumBuffer(buf_ + pos_ + t * chunk, chunk);
+    });
+    const double s = Now() - t0;
+    pos_ += n;
+    return s;
+  }
+
+ private:
+  static constexpr size_t kFloats = (size_t{512} << 20) / sizeof(float);
+  ThreadPool& pool_;
+  std::vector<double> sinks_;
+  float* buf_ = nullptr;
+  size_t pos_ = 0;
+};
+
+struct Shape {
+  const char* name;
+  size_t rows, cols;
+};
+
+void BenchShape(ThreadPool& pool, ReadProbe& probe, double roof_gbps, int runs, const Shape& s,
+                const std::vector<float>& x, std::vector<float>& y) {
+  const Weights w = MakeWeights(s.rows, s.cols);
+  Q8Buffer buf;
+  for (size_t m : {1, 16, 512}) {
+    if (g_only_m && m != g_only_m) continue;
+    // Per path: seconds per run; m = 1 also the probe's seconds before each run.
+    std::vector<double> t_i8, t_f32, t_probe;
+    const int n = m == 1 ? 4 * runs : m == 16 ? 2 * runs : runs;
+    for (int r = -1; r < n; ++r) {  // round -1 warms up
+      const size_t c = g_hot ? 0 : static_cast<size_t>(r + 1) % kCopies;
+      const double p = m == 1 ? probe.Seconds(w.bytes) : 0;
+      double t0 = Now();
+      MatMulInt8(x.data(), m, w.i8[c], buf, y.data(), pool);
+      const double a = Now() - t0;
+      t0 = Now();
+      MatMul(x.data(), s.cols, m, w.mxfp4[g_hot ? 0 : (c + kCopies / 2) % kCopies], y.data(),
+             s.rows, pool);
+      const double b = Now() - t0;
+      if (r < 0) continue;
+      t_i8.push_back(a);
+      t_f32.push_back(b);
+      t_probe.push_back(p);
+    }
+    const double ti = Median(t_i8), tf = Median(t_f32);
+    if (m == 1) {
+      const double gi = w.bytes / ti / 1e9, gf = w.bytes / tf / 1e9;
+      const double gp = w.bytes / Median(t_probe) / 1e9;
+      std::vector<double> ratio;  // per run: robust to the host's bandwidth drifting
+      for (size_t i = 0; i < t_i8.size(); ++i) ratio.push_back(t_probe[i] / t_i8[i]);
+      std::printf(
+          "  %-9s [%4zu,%4zu] m=%-3zu int8 %7.1f us %5.1f GB/s = %3.0f%% of probe %5.1f GB/s "
+          "(median per-run ratio %3.0f%%), %3.0f%% of roofline %5.1f | f32-decode %7.1f us "
+          "%5.1f GB/s = %3.0f%% of probe\n",
+          s.name, s.rows, s.cols, m, ti * 1e6, gi, 100 * gi / gp, gp, 100 * Median(ratio),
+          100 * gi / roof_gbps, roof_gbps, tf * 1e6, gf, 100 * gf / gp);
+    } else {
+      const double ops = 2.0 * m * s.rows * s.cols;
+      std::printf(
+          "  %-9s [%4zu,%4zu] m=%-3zu int8 %7.1f us %6.1f GOP/s (best %6.1f) | f32-decode "
+          "%7.1f us %6.1f GOP/s (best %6.1f)\n",
+          s.name, s.rows, s.cols, m, ti * 1e6, ops / ti / 1e9,
+          ops / *std::min_element(t_i8.begin(), t_i8.end()) / 1e9, tf * 1e6, ops / tf / 1e9,
+          ops / *std::min_element(t_f32.begin(), t_f32.end()) / 1e9);
+    }
+  }
+}
+
+}  // namespace
+
+int Main(int argc, char** argv) {
+  int runs = 11;
+  size_t threads = 2;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--runs") && i + 1 < argc)
+      runs = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc)
+      threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--m") && i + 1 < argc)
+      g_only_m = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--hot"))
+      g_hot = true;
+  }
+  runs = std::max(runs, 3);
+  if (BestIsa() < Isa::kAvx2) {
+    std::printf("bench_mxfp4_i8: needs AVX2 (isa %s)\n", IsaName(BestIsa()).c_str());
+    return 0;
+  }
+  ThreadPool pool(threads);
+  const Roofline roof = MeasureRoofline(pool);
+  std::printf("isa %s, %zu threads, median of runs (m=1: %d, m=16: %d, m=512: %d)\n",
+              IsaName(BestIsa()).c_str(), pool.num_threads(), 4 * runs, 2 * runs, runs);
+  std::printf("roofline: read %.1f GB/s, f32 FMA %.0f GFLOP/s\n", roof.read_gbps,
+              roof.f32_fma_gflops);
+  std::mt19937 rng(2);
+  std::vector<float> x(512 * 3072), y(512 * 3072);
+  for (float& v : x) v = (static_cast<int>(rng() % 2001) - 1000) * 1e-3f;
+  ReadProbe probe(pool);
+  const Shape shapes[] = {{"expert w1", 1536, 3072}, {"expert w2", 3072, 1536}};
+  for (const Shape& s : shapes) BenchShape(pool, probe, roof.read_gbps, runs, s, x, y);
+  return 0;
+}
+
+}  // namespace moeserve::kernels
+
+int main(int argc, char** argv) {
+  return moeserve::kernels::Main(argc, argv);
+}
