@@ -11,9 +11,11 @@ namespace moeserve::apps {
 struct ModelOptions {
   std::string model_dir;
   size_t threads = 0;  // 0 = all cores
-  // --activation-dtype: "bf16" (linear inputs rounded to bf16) or "int8" (MXFP4 weights repacked
-  // at load and multiplied with int8 activation blocks; other weights unchanged).
-  std::string activation_dtype = "bf16";
+  // --activation-dtype: "int8" (MXFP4 weights repacked at load and multiplied with int8
+  // activation blocks; other weights unchanged) or "bf16" (every linear input rounded to bf16,
+  // MXFP4 decoded from the mmap'd checkpoint). int8 is the default: 3-4x faster on MXFP4 and
+  // within GSM8K's standard error of the bf16 reference (README, accuracy parity).
+  std::string activation_dtype = "int8";
 };
 
 // The bundled model (models/minimax-m2-tiny in the source tree): the default of serve and generate.
