@@ -15,7 +15,6 @@
 #include <random>
 #include <vector>
 
-#include "bench_timing.h"
 #include "kernels/internal.h"
 #include "kernels/matmul.h"
 #include "kernels/mxfp4_i8.h"
@@ -23,11 +22,14 @@
 #include "kernels/roofline.h"
 #include "runtime/cpu_features.h"
 #include "runtime/thread_pool.h"
+#include "bench_timing.h"
+#include "read_probe.h"
 
 namespace moeserve::kernels {
 namespace {
 
 using bench::Now;
+using bench::ReadProbe;
 
 constexpr size_t kCopies = 64;
 size_t g_only_m = 0;  // --m M: only that m (1, 16 or 512)
@@ -107,38 +109,6 @@ void MatMulInt8(const float* x, size_t m, const WeightMatrix& w, Q8Buffer& buf, 
   });
 }
 
-// Streaming read of `bytes` from a 512 MiB buffer, one contiguous share per thread; successive
-// calls walk the buffer, so the bytes come from DRAM (as bench_quant's probe).
-class ReadProbe {
- public:
-  explicit ReadProbe(ThreadPool& pool) : pool_(pool), sinks_(pool.num_threads()) {
-    buf_ = static_cast<float*>(std::aligned_alloc(4096, kFloats * sizeof(float)));
-    pool_.Run([&](size_t t, size_t nt) {
-      const size_t part = kFloats / nt;
-      std::fill(buf_ + t * part, buf_ + (t + 1 == nt ? kFloats : (t + 1) * part), 1.0f);
-    });
-  }
-  ~ReadProbe() { std::free(buf_); }
-  double Seconds(size_t bytes) {
-    const size_t n = std::min(bytes / sizeof(float), kFloats / 2);
-    if (pos_ + n > kFloats) pos_ = 0;
-    const double t0 = Now();
-    pool_.Run([&](size_t t, size_t nt) {
-      const size_t chunk = n / nt / 16 * 16;
-      sinks_[t] = avx2::SumBuffer(buf_ + pos_ + t * chunk, chunk);
-    });
-    const double s = Now() - t0;
-    pos_ += n;
-    return s;
-  }
-
- private:
-  static constexpr size_t kFloats = (size_t{512} << 20) / sizeof(float);
-  ThreadPool& pool_;
-  std::vector<double> sinks_;
-  float* buf_ = nullptr;
-  size_t pos_ = 0;
-};
 
 struct Shape {
   const char* name;

@@ -26,15 +26,17 @@
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
 #include "kernels/quant.h"
-#include "bench_timing.h"
 #include "kernels/roofline.h"
 #include "runtime/cpu_features.h"
 #include "runtime/thread_pool.h"
+#include "bench_timing.h"
+#include "read_probe.h"
 
 namespace moeserve::kernels {
 namespace {
 
 using bench::Now;
+using bench::ReadProbe;
 using bench::Time;
 using bench::Timing;
 
@@ -114,43 +116,6 @@ struct Shape {
   size_t rows, cols;
 };
 
-// Streaming read of `bytes` from a 512 MiB buffer, one contiguous share per thread, with the
-// kernels' own read loop (SumBuffer, as MeasureRoofline); successive calls walk the buffer, so the
-// bytes were last touched 512 MiB of reads ago and come from DRAM.
-class ReadProbe {
- public:
-  explicit ReadProbe(ThreadPool& pool) : pool_(pool), sinks_(pool.num_threads()) {
-    buf_ = static_cast<float*>(std::aligned_alloc(4096, kFloats * sizeof(float)));
-    pool_.Run([&](size_t t, size_t nt) {
-      const size_t part = kFloats / nt;
-      std::fill(buf_ + t * part, buf_ + (t + 1 == nt ? kFloats : (t + 1) * part), 1.0f);
-    });
-  }
-  ~ReadProbe() { std::free(buf_); }
-  // Seconds to read `bytes` (rounded to whole cache lines per thread). hot: the same bytes every
-  // time (LLC-resident after the first call).
-  double Seconds(size_t bytes, bool hot = false) {
-    const size_t n = std::min(bytes / sizeof(float), kFloats / 2);
-    if (pos_ + n > kFloats || hot) pos_ = 0;
-    const double t0 = Now();
-    pool_.Run([&](size_t t, size_t nt) {
-      const size_t chunk = n / nt / 16 * 16;
-      const float* p = buf_ + pos_ + t * chunk;
-      sinks_[t] = BestIsa() == Isa::kAvx512Bf16 ? avx512bf16::SumBuffer(p, chunk)
-                                                : avx2::SumBuffer(p, chunk);
-    });
-    const double s = Now() - t0;
-    pos_ += n;
-    return s;
-  }
-
- private:
-  static constexpr size_t kFloats = (size_t{512} << 20) / sizeof(float);
-  ThreadPool& pool_;
-  std::vector<double> sinks_;
-  float* buf_ = nullptr;
-  size_t pos_ = 0;
-};
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -4,7 +4,9 @@
 
 namespace moeserve::apps {
 
-std::string BundledModelDir() { return std::string(MOESERVE_SOURCE_DIR) + "/models/minimax-m2-tiny"; }
+std::string BundledModelDir() {
+  return std::string(MOESERVE_SOURCE_DIR) + "/models/minimax-m2-tiny";
+}
 
 void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& default_model) {
   auto* m = app.add_option("--model", opts.model_dir,
@@ -42,7 +44,8 @@ std::vector<int32_t> ParseIdList(const std::string& s) {
   size_t start = 0;
   while (start <= s.size()) {
     const size_t comma = s.find(',', start);
-    const std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string item =
+        s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     try {
       size_t used = 0;
       const long v = std::stol(item, &used);

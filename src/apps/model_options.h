@@ -21,7 +21,8 @@ struct ModelOptions {
 // The bundled model (models/minimax-m2-tiny in the source tree): the default of serve and generate.
 std::string BundledModelDir();
 
-// Adds --model, --threads and --activation-dtype. `default_model` is used when --model is omitted ("" = required).
+// Adds --model, --threads and --activation-dtype. `default_model` is used when --model is omitted
+// ("" = required).
 void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& default_model = "");
 
 // --kv-cache-dtype / --kv_cache_dtype: auto | bf16 | fp8 | fp8_e4m3 (vLLM's spellings).

@@ -74,8 +74,8 @@ void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_st
 void SiluMul(const float* gate, const float* up, float* out, size_t n);
 // Q8 activations (mxfp4_i8.h): rows x[t, 0..k) → q + t·ldq, d + t·ldd, sum + t·ldd; k % 32 == 0.
 // Equals QuantizeRowQ8Reference bit for bit.
-void QuantizeRowsQ8(const float* x, size_t ldx, size_t m, size_t k, int8_t* q, size_t ldq,
-                    float* d, int32_t* sum, size_t ldd);
+void QuantizeRowsQ8(const float* x, size_t ldx, size_t m, size_t k, int8_t* q, size_t ldq, float* d,
+                    int32_t* sum, size_t ldd);
 // y[t, r] (= or +=) for t < x.m, r < w.rows; w a kMxfp4I8 view (starts on a row group). Equals
 // MatMulMxfp4I8Reference bit for bit; any m (decode GEMV at m = 1 .. prefill GEMM).
 void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, bool accumulate);

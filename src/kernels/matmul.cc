@@ -271,7 +271,8 @@ size_t MatMulRowGrain(Isa isa, size_t m) {
 void MatMulRows(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                 size_t ldy, bool accumulate) {
   if (n0 >= n1 || x.m == 0) return;
-  if (w.format == WeightFormat::kMxfp4I8) return Mxfp4I8RowsIsa(isa, x, w, n0, n1, y, ldy, accumulate);
+  if (w.format == WeightFormat::kMxfp4I8)
+    return Mxfp4I8RowsIsa(isa, x, w, n0, n1, y, ldy, accumulate);
   const size_t rows = n1 - n0, k = w.cols;
   float* yn = y + n0;
   if (isa == Isa::kScalar) return ScalarRows(x, w, n0, n1, y, ldy, accumulate);

@@ -45,8 +45,9 @@ PreparedX PrepareX(Isa isa, const WeightMatrix& w, const float* x, size_t ldx, s
 // the identity). With a gather and f32 weights the rows are copied into `buf`. Replaces a serial
 // gather-then-convert that cost MoE prefill two full passes over [tokens × top-k, hidden] on one
 // thread while the other waited.
-PreparedX PrepareXParallel(Isa isa, const WeightMatrix& w, const float* x, size_t ldx, const size_t* rows,
-                           size_t m, size_t k, ScratchBuffer& buf, ThreadPool& pool);
+PreparedX PrepareXParallel(Isa isa, const WeightMatrix& w, const float* x, size_t ldx,
+                           const size_t* rows, size_t m, size_t k, ScratchBuffer& buf,
+                           ThreadPool& pool);
 
 // y[t, n] for n in [n0, n1): any thread may call it (scratch is thread_local).
 void MatMulRows(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,

@@ -54,8 +54,6 @@ std::pair<size_t, size_t> Share(size_t n, size_t grain, size_t t, size_t threads
   return {std::min(b, n), e};
 }
 
-PreparedX RowsOf(const PreparedX& px, size_t row0, size_t m) { return px.Rows(row0, m); }
-
 }  // namespace
 
 void RouteSigmoidTopK(const float* logits, const float* bias, size_t num_tokens, size_t num_experts,
@@ -113,8 +111,7 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
                        e.w3.cols == hidden && e.w2.rows == hidden && e.w2.cols == inter &&
                        e.w1.dtype == dt1 && e.w3.dtype == dt1 && e.w2.dtype == dt2 &&
                        e.w1.format == first->w1.format && e.w3.format == first->w1.format &&
-                       e.w2.format == first->w2.format &&
-                       !e.w3.empty() && !e.w2.empty(),
+                       e.w2.format == first->w2.format && !e.w3.empty() && !e.w2.empty(),
                    "MoeExperts: inconsistent expert shapes");
   }
   if (!accumulate) {
@@ -168,7 +165,7 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
       const size_t m = sc.offset[e + 1] - sc.offset[e];
       const size_t grain = MatMulRowGrain(isa, m);
       const auto [b, end] = Share(2 * inter, grain, t, threads);
-      const PreparedX xe = RowsOf(px, sc.offset[e], m);
+      const PreparedX xe = px.Rows(sc.offset[e], m);
       float* ye = gate_up + sc.offset[e] * 2 * inter;
       // Virtual rows [0, I) are w1's, [I, 2I) are w3's.
       if (b < inter)
@@ -185,7 +182,8 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
       SiluMulIsa(isa, gate_up + r * 2 * inter, gate_up + r * 2 * inter + inter, act + r * inter,
                  inter);
   });
-  const PreparedX pa = PrepareXParallel(isa, first->w2, act, inter, nullptr, rows, inter, sc.aprep, pool);
+  const PreparedX pa =
+      PrepareXParallel(isa, first->w2, act, inter, nullptr, rows, inter, sc.aprep, pool);
   // Run 3: down projection into down [rows, H].
   float* down = sc.down.As<float>(rows * hidden);
   pool.Run([&](size_t t, size_t threads) {
@@ -193,7 +191,7 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
       const size_t m = sc.offset[e + 1] - sc.offset[e];
       const auto [b, end] = Share(hidden, MatMulRowGrain(isa, m), t, threads);
       if (b < end)
-        MatMulRows(isa, RowsOf(pa, sc.offset[e], m), experts[e].w2, b, end,
+        MatMulRows(isa, pa.Rows(sc.offset[e], m), experts[e].w2, b, end,
                    down + sc.offset[e] * hidden, hidden, false);
     }
   });

@@ -87,7 +87,9 @@ WeightMatrix RepackMxfp4I8(const WeightMatrix& mxfp4, uint8_t* codes, uint8_t* s
   const auto* src_scales = static_cast<const uint8_t*>(w.scales);
   // Each output byte written once, straight from its two source nibbles (this runs over every
   // MXFP4 weight at load: a 4 GB checkpoint took 22 s with read-modify-write of each nibble).
-  auto nibble = [](const uint8_t* in, size_t col) { return (in[col / 2] >> (4 * (col % 2))) & 0xf; };
+  auto nibble = [](const uint8_t* in, size_t col) {
+    return (in[col / 2] >> (4 * (col % 2))) & 0xf;
+  };
   for (size_t r = 0; r < w.rows; ++r) {
     const size_t g = r / kGroupRows, rr = r % kGroupRows;
     const uint8_t* row = src + r * w.row_stride;

@@ -82,13 +82,14 @@ bool QuantConfig::IsQuantized(const std::string& module) const {
   return false;
 }
 
-std::string QuantConfig::Describe() const {
+std::string QuantConfig::Describe(bool int8_activations) const {
   switch (method) {
     case QuantMethod::kNone: return "bf16";
     case QuantMethod::kFp8Block: return "fp8 e4m3, 128x128 block scales (weight-only; activations bf16)";
     case QuantMethod::kMxfp4:
-      return std::string("mxfp4 e2m1, e8m0 scale per 32 (weight-only; activations bf16") +
-             (checkpoint_quantizes_activations ? ", the checkpoint's dynamic MXFP4 activations are not applied)" : ")");
+      return std::string("mxfp4 e2m1, e8m0 scale per 32 (activations ") +
+             (int8_activations ? "int8 per 32 values" : "bf16") +
+             (checkpoint_quantizes_activations ? "; the checkpoint's dynamic MXFP4 activations are not applied)" : ")");
   }
   return "?";
 }

@@ -25,7 +25,7 @@ struct QuantConfig {
 
   // Is the linear module `module` (e.g. "model.layers.0.self_attn.q_proj") stored quantized?
   bool IsQuantized(const std::string& module) const;
-  std::string Describe() const;
+  std::string Describe(bool int8_activations = false) const;
 };
 
 // Reads `quantization_config` from config.json (absent: kNone).

@@ -1,7 +1,6 @@
 #include "model/registry.h"
 
 #include <chrono>
-
 #include <filesystem>
 
 #include "core/check.h"
@@ -43,8 +42,8 @@ void ParseCommonConfig(const loader::JsonConfig& j, ModelConfig& c) {
   c.bos_token_id = j.GetOptional<int32_t>("bos_token_id");
   if (j.Has("eos_token_id")) {
     const auto& eos = j.json()["eos_token_id"];
-    c.eos_token_ids = eos.is_array() ? eos.get<std::vector<int32_t>>()
-                                     : std::vector<int32_t>{eos.get<int32_t>()};
+    c.eos_token_ids =
+        eos.is_array() ? eos.get<std::vector<int32_t>>() : std::vector<int32_t>{eos.get<int32_t>()};
   }
   if (j.Has("rope_scaling"))
     Fail(j.source(), ": rope_scaling ", j.json()["rope_scaling"].dump(), " is not supported");
@@ -60,7 +59,8 @@ void ParseCommonConfig(const loader::JsonConfig& j, ModelConfig& c) {
 }
 
 ModelConfig LoadModelConfig(const std::string& dir) {
-  const auto j = loader::JsonConfig::FromFile((std::filesystem::path(dir) / "config.json").string());
+  const auto j =
+      loader::JsonConfig::FromFile((std::filesystem::path(dir) / "config.json").string());
   return FindArchitecture(j).parse_config(j);
 }
 
@@ -91,14 +91,16 @@ class CheckpointBackedModel final : public Model {
 std::unique_ptr<Model> LoadModel(const std::string& dir, Parallelism parallel, RunContext ctx,
                                  LoadOptions options) {
   const Shard shard = parallel.shard;
-  const auto j = loader::JsonConfig::FromFile((std::filesystem::path(dir) / "config.json").string());
+  const auto j =
+      loader::JsonConfig::FromFile((std::filesystem::path(dir) / "config.json").string());
   const Architecture& arch = FindArchitecture(j);
   const ModelConfig config = arch.parse_config(j);
   auto ckpt = std::make_unique<loader::Checkpoint>(dir);
   loader::StrictLoader strict(*ckpt);
   if (arch.ignore_rules) arch.ignore_rules(config, strict);
   const loader::QuantConfig quant = loader::ParseQuantConfig(j);
-  if (quant.method != loader::QuantMethod::kNone) LogInfo("quantized checkpoint: ", quant.Describe());
+  if (quant.method != loader::QuantMethod::kNone)
+    LogInfo("quantized checkpoint: ", quant.Describe(options.int8_activations));
   WeightReader weights(strict, quant, options);
   const auto t0 = std::chrono::steady_clock::now();
   auto model = arch.build(config, weights, parallel, ctx);
@@ -110,8 +112,8 @@ std::unique_ptr<Model> LoadModel(const std::string& dir, Parallelism parallel, R
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), " s");
   LogInfo("loaded ", config.architecture, " from ", dir, ": ", config.num_layers, " layers, ",
           config.num_experts, " experts (top ", config.num_experts_per_token, "), ",
-          model->WeightBytes() / (1 << 20), " MiB of weights on rank ", shard.rank, "/",
-          shard.size, parallel.expert_parallel ? " (expert parallel)" : "");
+          model->WeightBytes() / (1 << 20), " MiB of weights on rank ", shard.rank, "/", shard.size,
+          parallel.expert_parallel ? " (expert parallel)" : "");
   return std::make_unique<CheckpointBackedModel>(std::move(ckpt), weights.TakeRepacked(),
                                                  std::move(model));
 }

@@ -1,10 +1,10 @@
 #include "model/weights.h"
 
-#include "core/check.h"
-#include "kernels/mxfp4_i8.h"
-
 #include <cstdlib>
 #include <cstring>
+
+#include "core/check.h"
+#include "kernels/mxfp4_i8.h"
 
 namespace moeserve::model {
 
@@ -43,13 +43,15 @@ size_t BytesOf(const kernels::WeightMatrix& w) {
 namespace {
 std::string ModuleOf(const std::string& weight_name) {
   const std::string suffix = ".weight";
-  MOESERVE_CHECK(weight_name.size() > suffix.size() &&
-                     weight_name.compare(weight_name.size() - suffix.size(), suffix.size(),
-                                         suffix) == 0,
-                 weight_name);
+  MOESERVE_CHECK(
+      weight_name.size() > suffix.size() &&
+          weight_name.compare(weight_name.size() - suffix.size(), suffix.size(), suffix) == 0,
+      weight_name);
   return weight_name.substr(0, weight_name.size() - suffix.size());
 }
-int64_t I(size_t v) { return static_cast<int64_t>(v); }
+int64_t I(size_t v) {
+  return static_cast<int64_t>(v);
+}
 }  // namespace
 
 WeightReader::LinearTensors WeightReader::TakeLinear(const std::string& name, size_t out,
@@ -74,15 +76,15 @@ WeightReader::LinearTensors WeightReader::TakeLinear(const std::string& name, si
 
 size_t WeightReader::ColumnAlignment(const std::string& name) const {
   return quant_.method == loader::QuantMethod::kMxfp4 && quant_.IsQuantized(ModuleOf(name)) ? 32
-                                                                                             : 1;
+                                                                                            : 1;
 }
 
 kernels::WeightMatrix WeightReader::Linear(const std::string& name, size_t out, size_t in,
                                            Slice2D s) {
   const LinearTensors t = TakeLinear(name, out, in);
-  MOESERVE_CHECK(s.row_end <= out && s.col_end <= in && s.row_begin <= s.row_end &&
-                     s.col_begin <= s.col_end,
-                 name);
+  MOESERVE_CHECK(
+      s.row_end <= out && s.col_end <= in && s.row_begin <= s.row_end && s.col_begin <= s.col_end,
+      name);
   kernels::WeightMatrix w;
   w.format = t.format;
   w.rows = s.row_end - s.row_begin;
