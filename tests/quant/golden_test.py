@@ -53,6 +53,10 @@ def run(cmd):
     return r
 
 
+def work_dir(a):
+    return os.path.join(a.fixtures, f"quant_golden_{a.config}_{a.activation_dtype}")
+
+
 def numerics(a):
     """The reference's mode that reproduces the engine's --activation-dtype."""
     return "engine-int8" if a.activation_dtype == "int8" else "engine"
@@ -64,7 +68,7 @@ def reference_margin(a, model, prefix, ref_token, our_token):
     Logits may legitimately differ by up to max|diff| each (f32 summation order, and through it
     rare bf16 rounding flips of matmul inputs), so where the reference's top two are closer than
     twice that, either greedy choice is within the numerics contract."""
-    out = os.path.join(a.fixtures, f"quant_golden_{a.config}", "margin.npy")
+    out = os.path.join(work_dir(a), "margin.npy")
     run([PY, os.path.join(ROOT, "tools", "reference.py"), "--model", model, "--logits-out", out,
          "--numerics", numerics(a), "--prompt-ids", ",".join(map(str, prefix))])
     last = np.load(out)[-1]
@@ -122,7 +126,7 @@ def main():
                     help="moeserve's --activation-dtype; the reference runs the matching mode")
     a = ap.parse_args()
     gen, fmt = CONFIGS[a.config]
-    work = os.path.join(a.fixtures, f"quant_golden_{a.config}_{a.activation_dtype}")
+    work = work_dir(a)
     shutil.rmtree(work, ignore_errors=True)
     src, model = os.path.join(work, "bf16"), os.path.join(work, fmt)
     run([PY, os.path.join(ROOT, "tools", "gen_checkpoint.py"), "--out", src] + gen.split())
