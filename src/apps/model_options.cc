@@ -20,9 +20,10 @@ void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& defau
   app.add_option("--threads", opts.threads, "Worker threads (default: all cores)");
   app.add_option("--activation-dtype,--activation_dtype", opts.activation_dtype,
                  "Inputs of MXFP4 linear layers: int8 (weights repacked at load for int8 dot "
-                 "products, activations quantized per 32 values) or bf16 (bf16 activations, "
-                 "weights used from the mmap'd checkpoint without repacking)")
-      ->check(CLI::IsMember({"bf16", "int8"}))
+                 "products, activations quantized per 32 values), bf16 (bf16 activations, "
+                 "weights used from the mmap'd checkpoint without repacking), or auto (int8 "
+                 "without AVX-512 BF16, else bf16)")
+      ->check(CLI::IsMember({"auto", "bf16", "int8"}))
       ->capture_default_str();
 }
 

@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "engine/distributed.h"
 #include "model/registry.h"
+#include "runtime/cpu_features.h"
 #ifdef MOESERVE_HAVE_MPI
 #include "dist/mpi_communicator.h"
 #endif
@@ -29,8 +30,8 @@ std::vector<std::string>& ProcessArgs() {
 }
 
 [[noreturn]] void ReexecUnderMpirun(int ranks) {
-  std::vector<std::string> cmd = {"mpirun", "-np", std::to_string(ranks), "--oversubscribe",
-                                  "--bind-to", "none"};
+  std::vector<std::string> cmd = {"mpirun",          "-np",       std::to_string(ranks),
+                                  "--oversubscribe", "--bind-to", "none"};
   if (::geteuid() == 0) cmd.push_back("--allow-run-as-root");
   cmd.push_back("/proc/self/exe");
   const auto& args = ProcessArgs();
@@ -47,8 +48,8 @@ std::vector<std::string>& ProcessArgs() {
     argv[cmd.size() - args.size()] = cmd[cmd.size() - args.size()].data();
   }
   LogInfo("starting ", ranks, " ranks: mpirun -np ", ranks, " ", self, " ...");
-  // A command may have blocked SIGINT/SIGTERM for its own signal thread (serve does); exec keeps the
-  // mask, and mpirun must receive them to stop every rank.
+  // A command may have blocked SIGINT/SIGTERM for its own signal thread (serve does); exec keeps
+  // the mask, and mpirun must receive them to stop every rank.
   sigset_t none;
   sigemptyset(&none);
   pthread_sigmask(SIG_SETMASK, &none, nullptr);
@@ -85,9 +86,12 @@ void AddParallelOptions(CLI::App& app, ParallelOptions& opts) {
                "Whole experts per rank instead of slicing every expert");
 }
 
-void SetProcessArgs(int argc, char** argv) { ProcessArgs().assign(argv, argv + argc); }
+void SetProcessArgs(int argc, char** argv) {
+  ProcessArgs().assign(argv, argv + argc);
+}
 
-std::unique_ptr<ModelSession> ModelSession::Open(const ModelOptions& mo, const ParallelOptions& po) {
+std::unique_ptr<ModelSession> ModelSession::Open(const ModelOptions& mo,
+                                                 const ParallelOptions& po) {
   std::unique_ptr<ModelSession> s(new ModelSession());
   const int tp = po.tensor_parallel_size;
   int local_ranks = 1;
@@ -109,7 +113,8 @@ std::unique_ptr<ModelSession> ModelSession::Open(const ModelOptions& mo, const P
   s->pool_ = std::make_unique<ThreadPool>(mo.threads ? mo.threads : DefaultThreads(local_ranks));
   const model::Parallelism par{{s->comm_->rank(), s->comm_->size()}, po.expert_parallel};
   model::LoadOptions lo;
-  lo.int8_activations = mo.activation_dtype == "int8";
+  lo.int8_activations = mo.activation_dtype == "int8" ||
+                        (mo.activation_dtype == "auto" && BestIsa() < Isa::kAvx512Bf16);
   auto model = model::LoadModel(mo.model_dir, par, s->context(), lo);
   // Weights are mmap'd views: a rank's RSS grows only with the slices it touches.
   LogInfo("rank ", s->comm_->rank(), "/", s->comm_->size(), ": ", model->WeightBytes() >> 20,
