@@ -108,7 +108,7 @@ std::unique_ptr<Model> LoadModel(const std::string& dir, Parallelism parallel, R
   if (weights.repacked_bytes() > 0)
     LogInfo("repacked ", weights.repacked_bytes() >> 20,
             " MiB of MXFP4 weights for int8 activations (the checkpoint's own bytes: ",
-            weights.repacked_source_bytes() >> 20, " MiB) in ",
+            weights.repacked_source_bytes() >> 20, " MiB); weights loaded in ",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), " s");
   LogInfo("loaded ", config.architecture, " from ", dir, ": ", config.num_layers, " layers, ",
           config.num_experts, " experts (top ", config.num_experts_per_token, "), ",
