@@ -28,17 +28,13 @@
 namespace moeserve::kernels {
 namespace {
 
+using bench::Median;
 using bench::Now;
 using bench::ReadProbe;
 
 constexpr size_t kCopies = 64;
 size_t g_only_m = 0;  // --m M: only that m (1, 16 or 512)
 bool g_hot = false;   // --hot: one copy, LLC-resident after the first run (the kernel's compute)
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // One expert shape in both formats, kCopies copies of each (same codes, distinct memory).
 struct Weights {

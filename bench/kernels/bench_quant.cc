@@ -35,6 +35,7 @@
 namespace moeserve::kernels {
 namespace {
 
+using bench::Median;
 using bench::Now;
 using bench::ReadProbe;
 using bench::Time;
@@ -116,11 +117,6 @@ struct Shape {
   size_t rows, cols;
 };
 
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // MatMul with m tokens on a quantized [rows, cols] weight: `runs` rounds of (read probe, kernel).
 // hot: one weight, resident in the LLC after the first run, and the probe re-reading the same

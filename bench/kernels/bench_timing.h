@@ -7,6 +7,12 @@
 
 namespace moeserve::kernels::bench {
 
+// Median of the values (the upper one of an even count).
+inline double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 inline double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }

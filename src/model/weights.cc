@@ -122,14 +122,15 @@ kernels::WeightMatrix WeightReader::Linear(const std::string& name, size_t out, 
 }
 
 kernels::WeightMatrix WeightReader::RepackForInt8(const kernels::WeightMatrix& w) {
-  const size_t code_bytes = kernels::Mxfp4I8CodeBytes(w.rows, w.cols);
-  const size_t total = (code_bytes + 63) / 64 * 64 + kernels::Mxfp4I8ScaleBytes(w.rows, w.cols);
+  // Codes, then scales from the next 64-byte boundary, in one allocation.
+  const size_t scales_at = (kernels::Mxfp4I8CodeBytes(w.rows, w.cols) + 63) / 64 * 64;
+  const size_t total = scales_at + kernels::Mxfp4I8ScaleBytes(w.rows, w.cols);
   auto* mem = static_cast<uint8_t*>(std::aligned_alloc(64, (total + 63) / 64 * 64));
   MOESERVE_CHECK(mem != nullptr, "out of memory repacking ", total, " bytes of MXFP4 weights");
   repacked_.emplace_back(mem, std::free);
   repacked_bytes_ += total;
   repacked_source_bytes_ += BytesOf(w);
-  return kernels::RepackMxfp4I8(w, mem, mem + (code_bytes + 63) / 64 * 64);
+  return kernels::RepackMxfp4I8(w, mem, mem + scales_at);
 }
 
 kernels::WeightMatrix WeightReader::DenseTable(const std::string& name, size_t rows, size_t cols) {
