@@ -25,6 +25,12 @@ void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& defau
                  "without AVX-512 BF16, else bf16)")
       ->check(CLI::IsMember({"auto", "bf16", "int8"}))
       ->capture_default_str();
+  app.add_option("--weight-layout,--weight_layout", opts.weight_layout,
+                 "bf16 linear weights: auto (repacked at load into 16-row panels when the CPU "
+                 "runs the AVX2 kernels: the same bytes, no per-call packing), or checkpoint "
+                 "(views into the mmap'd checkpoint, nothing repacked)")
+      ->check(CLI::IsMember({"auto", "checkpoint"}))
+      ->capture_default_str();
 }
 
 void AddKvCacheDtypeOption(CLI::App& app, std::string& value) {

@@ -17,6 +17,10 @@ struct ModelOptions {
   // product (AVX2: 2.3-3.7x faster on MXFP4, within GSM8K's standard error of the bf16
   // reference), bf16 on AVX-512 BF16 until an int8 VNNI kernel is measured to beat vdpbf16ps.
   std::string activation_dtype = "auto";
+  // --weight-layout: "auto" repacks bf16 linear weights at load into 16-row panels where the
+  // kernels in use are AVX2 ones (no per-call packing; same bytes, same numerics); "checkpoint"
+  // keeps every bf16 weight a view into the mmap'd checkpoint.
+  std::string weight_layout = "auto";
 };
 
 // The bundled model (models/minimax-m2-tiny in the source tree): the default of serve and generate.

@@ -57,20 +57,30 @@ void AttentionTile(const AttentionTileArgs& args);
 // Row r of a quantized range, dequantized exactly (as DequantizeRow) into out[0, k).
 void DecodeFp8Row(const QuantRows& w, size_t r, float* out);
 void DecodeMxfp4Row(const QuantRows& w, size_t r, float* out);
-// GEMM over an f32 weight (packed like GemmBf16); pack: PackFloatsGemmBf16(k) floats.
-void GemmF32(const float* xr, size_t ldxr, size_t m, const float* w, size_t row_stride, size_t k,
-             size_t rows, float* y, size_t ldy, bool accumulate, float* pack);
+// x rows [m, k] (stride ldxr) packed for the GEMMs: tiles of kPackedXTile tokens, each
+// [k][kPackedXTile] floats, tokens past m zero. xp: PackedXFloats(m, k) floats.
+inline constexpr size_t kPackedXTile = 6;
+size_t PackedXFloats(size_t m, size_t k);
+void PackX(const float* xr, size_t ldxr, size_t m, size_t k, float* xp);
+// GEMM over an f32 weight on packed x (as GemmBf16); pack: PackFloatsGemmBf16(k) floats.
+void GemmF32(const float* xp, size_t m, const float* w, size_t row_stride, size_t k, size_t rows,
+             float* y, size_t ldy, bool accumulate, float* pack);
 // out[t, 0..ldo) = bf16-rounded x[t, 0..k) as f32, zero padded to ldo.
 void RoundRowsToBf16(const float* x, size_t ldx, size_t m, size_t k, float* out, size_t ldo);
 // xr holds bf16-rounded values (RoundRowsToBf16). Streams w rows; good for small m.
 void GemvBf16(const float* xr, size_t ldxr, size_t m, const bf16* w, size_t row_stride, size_t k,
               size_t rows, float* y, size_t ldy, bool accumulate);
-// Packed-panel GEMM for larger m. pack: scratch of PackFloatsGemmBf16(k) floats.
+// Packed-panel GEMM for larger m, on x packed by PackX (bf16-rounded values). pack: scratch of
+// PackFloatsGemmBf16(k) floats.
 size_t PackFloatsGemmBf16(size_t k);
-void GemmBf16(const float* xr, size_t ldxr, size_t m, const bf16* w, size_t row_stride, size_t k,
-              size_t rows, float* y, size_t ldy, bool accumulate, float* pack);
+void GemmBf16(const float* xp, size_t m, const bf16* w, size_t row_stride, size_t k, size_t rows,
+              float* y, size_t ldy, bool accumulate, float* pack);
 void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_stride, size_t k,
              size_t rows, float* y, size_t ldy, bool accumulate);
+// y[t, r] (= or +=) for t < m, r < w.rows of a kBf16Panel view (bf16_panels.h), x packed by
+// PackX from bf16-rounded rows. Any m: decode GEMV and prefill GEMM alike.
+void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
+                      bool accumulate);
 void SiluMul(const float* gate, const float* up, float* out, size_t n);
 // Q8 activations (mxfp4_i8.h): rows x[t, 0..k) → q + t·ldq, d + t·ldd, sum + t·ldd; k % 32 == 0.
 // Equals QuantizeRowQ8Reference bit for bit.

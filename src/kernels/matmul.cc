@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "kernels/activation.h"
+#include "kernels/bf16_panels.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/mxfp4_i8.h"
 #include "kernels/quant.h"
@@ -30,6 +31,7 @@ void CheckShapes(const float* x, size_t ldx, size_t m, const WeightMatrix& w, fl
 thread_local ScratchBuffer tl_pack;
 thread_local ScratchBuffer tl_x;
 thread_local ScratchBuffer tl_panel;
+thread_local ScratchBuffer tl_xpack;  // x packed for the AVX2 GEMM tiles
 thread_local ScratchBuffer tl_fp8_scales;
 
 // Scalar path: each row dequantized exactly to f32 (DequantizeRow), then the reference's running
@@ -99,10 +101,12 @@ void QuantRowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0,
   constexpr size_t kPanelRows = 16;
   float* panel = tl_panel.As<float>(kPanelRows * k);
   float* pack = tl_pack.As<float>(avx2::PackFloatsGemmBf16(k));
+  float* xp = tl_xpack.As<float>(avx2::PackedXFloats(x.m, k));
+  avx2::PackX(x.f32, x.ld, x.m, k, xp);
   for (size_t r0 = 0; r0 < q.rows; r0 += kPanelRows) {
     const size_t nr = std::min(kPanelRows, q.rows - r0);
     for (size_t r = 0; r < nr; ++r) decode(q, r0 + r, panel + r * k);
-    avx2::GemmF32(x.f32, x.ld, x.m, panel, k, k, nr, yn + r0, ldy, accumulate, pack);
+    avx2::GemmF32(xp, x.m, panel, k, k, nr, yn + r0, ldy, accumulate, pack);
   }
 }
 
@@ -112,24 +116,46 @@ void Mxfp4I8Group(Isa isa, const Q8Rows& x, const WeightMatrix& w, float* y, siz
   avx2::MatMulMxfp4I8(x, w, y, ldy, accumulate);
 }
 
-// Rows [n0, n1) of a kMxfp4I8 weight. The kernels start on an 8-row group; a range that does not
-// (MoE's w3 half when the intermediate size is not a multiple of 8) computes its first group
-// into scratch and keeps the rows it owns.
-void Mxfp4I8RowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1,
-                    float* y, size_t ldy, bool accumulate) {
-  if (n0 % 8 != 0) {
-    const size_t g0 = n0 / 8 * 8, g1 = std::min(g0 + 8, w.rows), own = std::min(g1, n1);
-    float* tmp = tl_panel.As<float>(x.m * 8);
-    Mxfp4I8Group(isa, x.q8, Mxfp4I8Rows(w, g0, g1 - g0), tmp, 8, false);
-    for (size_t t = 0; t < x.m; ++t)
+// Rows [n0, n1) of a weight whose kernels start on a `group`-row boundary: run(g0, n, y, ldy,
+// accumulate) computes rows [g0, g0 + n) with g0 % group == 0. A range that does not start on a
+// group (MoE's w3 half when the intermediate size is not a multiple of it) computes its first
+// group into scratch and keeps the rows it owns.
+template <typename Run>
+void RowsFromGroupStart(size_t group, size_t m, size_t rows, size_t n0, size_t n1, float* y,
+                        size_t ldy, bool accumulate, const Run& run) {
+  if (n0 % group != 0) {
+    const size_t g0 = n0 / group * group, g1 = std::min(g0 + group, rows), own = std::min(g1, n1);
+    float* tmp = tl_panel.As<float>(m * group);
+    run(g0, g1 - g0, tmp, group, false);
+    for (size_t t = 0; t < m; ++t)
       for (size_t n = n0; n < own; ++n) {
         float& out = y[t * ldy + n];
-        out = accumulate ? out + tmp[t * 8 + n - g0] : tmp[t * 8 + n - g0];
+        out = accumulate ? out + tmp[t * group + n - g0] : tmp[t * group + n - g0];
       }
     n0 = own;
     if (n0 >= n1) return;
   }
-  Mxfp4I8Group(isa, x.q8, Mxfp4I8Rows(w, n0, n1 - n0), y + n0, ldy, accumulate);
+  run(n0, n1 - n0, y + n0, ldy, accumulate);
+}
+
+void Mxfp4I8RowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1,
+                    float* y, size_t ldy, bool accumulate) {
+  RowsFromGroupStart(8, x.m, w.rows, n0, n1, y, ldy, accumulate,
+                     [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                       Mxfp4I8Group(isa, x.q8, Mxfp4I8Rows(w, g0, n), yg, ldyg, acc);
+                     });
+}
+
+// Rows [n0, n1) of a kBf16Panel weight: x packed once for the call, then the panel kernel (AVX2;
+// AVX-512 machines run it too, it is the layout that was loaded).
+void Bf16PanelRowsIsa(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                      size_t ldy, bool accumulate) {
+  float* xp = tl_xpack.As<float>(avx2::PackedXFloats(x.m, w.cols));
+  avx2::PackX(x.f32, x.ld, x.m, w.cols, xp);
+  RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
+                     [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                       avx2::MatMulBf16Panels(xp, x.m, Bf16PanelRows(w, g0, n), yg, ldyg, acc);
+                     });
 }
 
 }  // namespace
@@ -155,6 +181,11 @@ void CheckWeight(const WeightMatrix& w) {
       MOESERVE_CHECK(w.row_stride >= w.cols / 32 * 128 && w.scale_stride >= w.cols / 32 * 8 &&
                          (w.rows == 0 || w.cols == 0 || w.scales),
                      "repacked MXFP4 weight: strides ", w.row_stride, " / ", w.scale_stride,
+                     " too small for ", w.cols, " columns");
+      return;
+    case WeightFormat::kBf16Panel:
+      MOESERVE_CHECK(w.dtype == DType::kBF16, "bf16 panel weight with dtype ", DTypeName(w.dtype));
+      MOESERVE_CHECK(w.row_stride >= w.cols * kBf16PanelRows, "bf16 panel stride ", w.row_stride,
                      " too small for ", w.cols, " columns");
       return;
     case WeightFormat::kMxfp4:
@@ -229,7 +260,7 @@ PreparedX PrepareRows(Isa isa, const WeightMatrix& w, const float* x, size_t ldx
   }
   // Rows padded to 32 elements: whole vectors, even for pairs; the padding is zero.
   px.ld = (k + 31) / 32 * 32;
-  if (isa == Isa::kAvx512Bf16) {
+  if (isa == Isa::kAvx512Bf16 && w.format != WeightFormat::kBf16Panel) {
     bf16* out = buf.As<bf16>(m * px.ld);
     for_rows([&](size_t i) { avx512bf16::ToBf16Rows(src(i), ldx, 1, k, out + i * px.ld, px.ld); });
     px.b16 = out;
@@ -262,8 +293,9 @@ PreparedX PrepareXParallel(Isa isa, const WeightMatrix& w, const float* x, size_
   return PrepareRows(isa, w, x, ldx, rows, m, k, buf, &pool);
 }
 
-size_t MatMulRowGrain(Isa isa, size_t m) {
+size_t MatMulRowGrain(Isa isa, const WeightMatrix& w, size_t m) {
   if (isa == Isa::kScalar) return 8;
+  if (w.format == WeightFormat::kBf16Panel) return kBf16PanelRows;
   if (m < kGemmMinM) return 8;
   return isa == Isa::kAvx512Bf16 ? 32 : 16;
 }
@@ -276,6 +308,8 @@ void MatMulRows(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, s
   const size_t rows = n1 - n0, k = w.cols;
   float* yn = y + n0;
   if (isa == Isa::kScalar) return ScalarRows(x, w, n0, n1, y, ldy, accumulate);
+  if (w.format == WeightFormat::kBf16Panel)
+    return Bf16PanelRowsIsa(x, w, n0, n1, y, ldy, accumulate);
   if (w.format != WeightFormat::kDense) return QuantRowsIsa(isa, x, w, n0, n1, y, ldy, accumulate);
   if (w.dtype == DType::kF32) {
     const float* wn = static_cast<const float*>(w.data) + n0 * w.row_stride;
@@ -294,7 +328,9 @@ void MatMulRows(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, s
   if (x.m < kGemmMinM)
     return avx2::GemvBf16(x.f32, x.ld, x.m, wn, w.row_stride, k, rows, yn, ldy, accumulate);
   float* pack = tl_pack.As<float>(avx2::PackFloatsGemmBf16(k));
-  avx2::GemmBf16(x.f32, x.ld, x.m, wn, w.row_stride, k, rows, yn, ldy, accumulate, pack);
+  float* xp = tl_xpack.As<float>(avx2::PackedXFloats(x.m, k));
+  avx2::PackX(x.f32, x.ld, x.m, k, xp);
+  avx2::GemmBf16(xp, x.m, wn, w.row_stride, k, rows, yn, ldy, accumulate, pack);
 }
 
 void MatMul(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* y, size_t ldy,
@@ -310,7 +346,7 @@ void MatMul(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* 
   const PreparedX px = m >= kGemmMinM
                            ? PrepareXParallel(isa, w, x, ldx, nullptr, m, w.cols, tl_x, pool)
                            : PrepareX(isa, w, x, ldx, m, w.cols, tl_x);
-  pool.ParallelFor(w.rows, MatMulRowGrain(isa, m), [&](size_t n0, size_t n1) {
+  pool.ParallelFor(w.rows, MatMulRowGrain(isa, w, m), [&](size_t n0, size_t n1) {
     MatMulRows(isa, px, w, n0, n1, y, ldy, accumulate);
   });
 }

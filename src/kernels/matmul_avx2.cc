@@ -15,7 +15,7 @@ namespace moeserve::kernels::avx2 {
 namespace {
 
 constexpr size_t kPanel = 16;
-constexpr int kTileTokens = 6;
+constexpr size_t kTileTokens = kPackedXTile;
 
 inline float Bf16Bits(uint16_t b) {
   const uint32_t u = uint32_t{b} << 16;
@@ -73,18 +73,11 @@ void PackPanel(const T* w, size_t row_stride, size_t k, size_t rows, float* pack
   }
 }
 
-// Lanes [0, n) of v to y (n may exceed 8). Masked moves, not a stack temporary: a temporary made
-// GCC keep the whole accumulator tile in memory inside the k loop.
-inline void StoreMasked(float* y, __m256 v, size_t n, bool accumulate) {
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n < 8 ? static_cast<int>(n) : 8), lane);
-  if (accumulate) v = _mm256_add_ps(v, _mm256_maskload_ps(y, mask));
-  _mm256_maskstore_ps(y, mask, v);
-}
-
+// M tokens × 16 features over k; xp is a packed tile ([k][kTileTokens], see PackX), so the M
+// broadcasts of a step come from one 24-byte run of a single sequential stream.
 template <int M>
-void GemmTile(const float* xr, size_t ldxr, const float* pack, size_t k, float* y, size_t ldy,
-              size_t rows, bool accumulate) {
+void GemmTile(const float* xp, const float* pack, size_t k, float* y, size_t ldy, size_t rows,
+              bool accumulate) {
   __m256 acc[M][2];
 #pragma GCC unroll 16
   for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
@@ -92,7 +85,7 @@ void GemmTile(const float* xr, size_t ldxr, const float* pack, size_t k, float* 
     const __m256 w0 = _mm256_load_ps(pack + i * kPanel), w1 = _mm256_load_ps(pack + i * kPanel + 8);
 #pragma GCC unroll 16
     for (int t = 0; t < M; ++t) {
-      const __m256 xv = _mm256_broadcast_ss(xr + t * ldxr + i);
+      const __m256 xv = _mm256_broadcast_ss(xp + i * kTileTokens + t);
       acc[t][0] = _mm256_fmadd_ps(xv, w0, acc[t][0]);
       acc[t][1] = _mm256_fmadd_ps(xv, w1, acc[t][1]);
     }
@@ -104,7 +97,7 @@ void GemmTile(const float* xr, size_t ldxr, const float* pack, size_t k, float* 
   }
 }
 
-using TileFn = void (*)(const float*, size_t, const float*, size_t, float*, size_t, size_t, bool);
+using TileFn = void (*)(const float*, const float*, size_t, float*, size_t, size_t, bool);
 constexpr TileFn kTiles[kTileTokens + 1] = {nullptr,     GemmTile<1>, GemmTile<2>, GemmTile<3>,
                                             GemmTile<4>, GemmTile<5>, GemmTile<6>};
 
@@ -176,40 +169,56 @@ size_t PackFloatsGemmBf16(size_t k) {
   return k * kPanel;
 }
 
+size_t PackedXFloats(size_t m, size_t k) {
+  return (m + kTileTokens - 1) / kTileTokens * kTileTokens * k;
+}
+
+void PackX(const float* xr, size_t ldxr, size_t m, size_t k, float* xp) {
+  for (size_t t0 = 0; t0 < m; t0 += kTileTokens) {
+    const size_t tokens = m - t0 < kTileTokens ? m - t0 : kTileTokens;
+    float* tile = xp + t0 * k;
+    for (size_t t = 0; t < kTileTokens; ++t) {
+      const float* xt = xr + (t0 + t) * ldxr;
+      if (t < tokens)
+        for (size_t i = 0; i < k; ++i) tile[i * kTileTokens + t] = xt[i];
+      else
+        for (size_t i = 0; i < k; ++i) tile[i * kTileTokens + t] = 0.0f;
+    }
+  }
+}
+
 namespace {
 template <typename T>
-void GemmPacked(const float* xr, size_t ldxr, size_t m, const T* w, size_t row_stride, size_t k,
-                size_t rows, float* y, size_t ldy, bool accumulate, float* pack) {
-  // Blocked over k: a [kKc, 16] f32 panel (16 KiB) stays in L1 and the x block [m, kKc] in L2
-  // while all panels pass over it (x is f32 here, twice the bytes of the AVX-512 path's bf16, and
-  // streaming it from L3 for every panel halved the throughput). Partial sums go through y.
-  constexpr size_t kKc = 256;
+void GemmPacked(const float* xp, size_t m, const T* w, size_t row_stride, size_t k, size_t rows,
+                float* y, size_t ldy, bool accumulate, float* pack) {
+  // Blocked over k: a [kKc, 16] f32 panel (16 KiB) stays in L1 while every token tile's [kKc, 6]
+  // run of the packed x (6 KiB, contiguous) streams past it. Partial sums go through y.
+  constexpr size_t kKc = 192;
   for (size_t k0 = 0; k0 < k; k0 += kKc) {
     const size_t kc = k - k0 < kKc ? k - k0 : kKc;
     const bool acc = accumulate || k0 > 0;
     for (size_t n = 0; n < rows; n += kPanel) {
       const size_t panel_rows = rows - n < kPanel ? rows - n : kPanel;
       PackPanel(w + n * row_stride + k0, row_stride, kc, panel_rows, pack);
-      size_t t = 0;
-      for (; t + kTileTokens <= m; t += kTileTokens)
-        GemmTile<kTileTokens>(xr + t * ldxr + k0, ldxr, pack, kc, y + t * ldy + n, ldy, panel_rows,
-                              acc);
-      if (t < m)
-        kTiles[m - t](xr + t * ldxr + k0, ldxr, pack, kc, y + t * ldy + n, ldy, panel_rows, acc);
+      for (size_t t = 0; t < m; t += kTileTokens) {
+        const size_t tokens = m - t < kTileTokens ? m - t : kTileTokens;
+        kTiles[tokens](xp + t * k + k0 * kTileTokens, pack, kc, y + t * ldy + n, ldy, panel_rows,
+                       acc);
+      }
     }
   }
 }
 
 }  // namespace
 
-void GemmBf16(const float* xr, size_t ldxr, size_t m, const bf16* w, size_t row_stride, size_t k,
-              size_t rows, float* y, size_t ldy, bool accumulate, float* pack) {
-  GemmPacked(xr, ldxr, m, w, row_stride, k, rows, y, ldy, accumulate, pack);
+void GemmBf16(const float* xp, size_t m, const bf16* w, size_t row_stride, size_t k, size_t rows,
+              float* y, size_t ldy, bool accumulate, float* pack) {
+  GemmPacked(xp, m, w, row_stride, k, rows, y, ldy, accumulate, pack);
 }
 
-void GemmF32(const float* xr, size_t ldxr, size_t m, const float* w, size_t row_stride, size_t k,
-             size_t rows, float* y, size_t ldy, bool accumulate, float* pack) {
-  GemmPacked(xr, ldxr, m, w, row_stride, k, rows, y, ldy, accumulate, pack);
+void GemmF32(const float* xp, size_t m, const float* w, size_t row_stride, size_t k, size_t rows,
+             float* y, size_t ldy, bool accumulate, float* pack) {
+  GemmPacked(xp, m, w, row_stride, k, rows, y, ldy, accumulate, pack);
 }
 
 void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_stride, size_t k,

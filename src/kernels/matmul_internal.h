@@ -54,7 +54,7 @@ void MatMulRows(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, s
                 size_t ldy, bool accumulate);
 
 // Row counts that row ranges should be multiples of (a GEMM panel, or a GEMV row group).
-size_t MatMulRowGrain(Isa isa, size_t m);
+size_t MatMulRowGrain(Isa isa, const WeightMatrix& w, size_t m);
 
 // The isa-specific SiluMul.
 void SiluMulIsa(Isa isa, const float* gate, const float* up, float* out, size_t n);

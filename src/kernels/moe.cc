@@ -163,7 +163,7 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
   pool.Run([&](size_t t, size_t threads) {
     for (size_t e : sc.active) {
       const size_t m = sc.offset[e + 1] - sc.offset[e];
-      const size_t grain = MatMulRowGrain(isa, m);
+      const size_t grain = MatMulRowGrain(isa, experts[e].w1, m);
       const auto [b, end] = Share(2 * inter, grain, t, threads);
       const PreparedX xe = px.Rows(sc.offset[e], m);
       float* ye = gate_up + sc.offset[e] * 2 * inter;
@@ -189,7 +189,7 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
   pool.Run([&](size_t t, size_t threads) {
     for (size_t e : sc.active) {
       const size_t m = sc.offset[e + 1] - sc.offset[e];
-      const auto [b, end] = Share(hidden, MatMulRowGrain(isa, m), t, threads);
+      const auto [b, end] = Share(hidden, MatMulRowGrain(isa, experts[e].w2, m), t, threads);
       if (b < end)
         MatMulRows(isa, pa.Rows(sc.offset[e], m), experts[e].w2, b, end,
                    down + sc.offset[e] * hidden, hidden, false);

@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "core/dtype.h"
+#include "kernels/bf16_panels.h"
 #include "kernels/mxfp4_i8.h"
 
 namespace moeserve::kernels {
@@ -165,6 +166,9 @@ void DequantizeRow(const WeightMatrix& w, size_t row, size_t c0, size_t n, float
     }
     case WeightFormat::kMxfp4I8:
       for (size_t i = 0; i < n; ++i) out[i] = Mxfp4I8Element(w, row, c0 + i);
+      return;
+    case WeightFormat::kBf16Panel:
+      for (size_t i = 0; i < n; ++i) out[i] = Bf16ToF32(Bf16PanelElement(w, row, c0 + i));
       return;
   }
 }

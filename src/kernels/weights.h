@@ -23,7 +23,9 @@ namespace moeserve::kernels {
 //             `scales` pointing at the view's first group. Views start on a multiple of 32 columns.
 //  kMxfp4I8:  MXFP4 repacked at load in 8-row groups for int8 dot products (mxfp4_i8.h); its
 //             activations are quantized to int8 per 32-column block (--activation-dtype int8).
-enum class WeightFormat : uint8_t { kDense, kFp8Block, kMxfp4, kMxfp4I8 };
+//  kBf16Panel: bf16 repacked at load in 16-row panels for the AVX2 kernels (bf16_panels.h); the
+//             numerics of kDense bf16.
+enum class WeightFormat : uint8_t { kDense, kFp8Block, kMxfp4, kMxfp4I8, kBf16Panel };
 
 struct WeightMatrix {
   DType dtype = DType::kBF16;

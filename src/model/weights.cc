@@ -1,9 +1,13 @@
 #include "model/weights.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 
 #include "core/check.h"
+#include "kernels/bf16_panels.h"
 #include "kernels/mxfp4_i8.h"
 
 namespace moeserve::model {
@@ -36,6 +40,8 @@ size_t BytesOf(const kernels::WeightMatrix& w) {
       return elems / 2 + w.rows * ((w.cols + 31) / 32);
     case kernels::WeightFormat::kMxfp4I8:
       return kernels::Mxfp4I8CodeBytes(w.rows, w.cols) + kernels::Mxfp4I8ScaleBytes(w.rows, w.cols);
+    case kernels::WeightFormat::kBf16Panel:
+      return kernels::Bf16PanelElems(w.rows, w.cols) * sizeof(bf16);
   }
   return 0;
 }
@@ -113,24 +119,63 @@ kernels::WeightMatrix WeightReader::Linear(const std::string& name, size_t out, 
       w.scale_stride = in / 32;
       break;
     case kernels::WeightFormat::kMxfp4I8:  // made only by repacking, never read from a file
+    case kernels::WeightFormat::kBf16Panel:
       Fail("tensor ", name, ": unexpected format");
   }
   bytes_mapped_ += BytesOf(w);
   if (options_.int8_activations && w.format == kernels::WeightFormat::kMxfp4)
     return RepackForInt8(w);
+  if (options_.bf16_panels && w.format == kernels::WeightFormat::kDense)
+    return RepackBf16Panels(w);
   return w;
+}
+
+namespace {
+
+// The checkpoint pages wholly inside [begin, end), dropped from this process's resident set once
+// their weights live repacked: the mapping is read-only and file-backed, so a later read (another
+// view of the same tensor) faults them back in from the file unchanged.
+void ReleaseSourcePages(const void* begin, const void* end) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(begin) + page - 1) / page * page;
+  const uintptr_t e = reinterpret_cast<uintptr_t>(end) / page * page;
+  if (e > b) madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+}
+
+}  // namespace
+
+uint8_t* WeightReader::AllocateRepacked(size_t bytes, const kernels::WeightMatrix& source) {
+  auto* mem = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
+  MOESERVE_CHECK(mem != nullptr, "out of memory repacking ", bytes, " bytes of weights");
+  repacked_.emplace_back(mem, std::free);
+  repacked_bytes_ += bytes;
+  repacked_source_bytes_ += BytesOf(source);
+  return mem;
+}
+
+kernels::WeightMatrix WeightReader::RepackBf16Panels(const kernels::WeightMatrix& w) {
+  auto* mem = AllocateRepacked(kernels::Bf16PanelElems(w.rows, w.cols) * sizeof(bf16), w);
+  const kernels::WeightMatrix out = kernels::RepackBf16Panels(w, reinterpret_cast<bf16*>(mem));
+  if (w.rows > 0) {
+    const auto* src = static_cast<const bf16*>(w.data);
+    ReleaseSourcePages(src, src + (w.rows - 1) * w.row_stride + w.cols);
+  }
+  return out;
 }
 
 kernels::WeightMatrix WeightReader::RepackForInt8(const kernels::WeightMatrix& w) {
   // Codes, then scales from the next 64-byte boundary, in one allocation.
   const size_t scales_at = (kernels::Mxfp4I8CodeBytes(w.rows, w.cols) + 63) / 64 * 64;
   const size_t total = scales_at + kernels::Mxfp4I8ScaleBytes(w.rows, w.cols);
-  auto* mem = static_cast<uint8_t*>(std::aligned_alloc(64, (total + 63) / 64 * 64));
-  MOESERVE_CHECK(mem != nullptr, "out of memory repacking ", total, " bytes of MXFP4 weights");
-  repacked_.emplace_back(mem, std::free);
-  repacked_bytes_ += total;
-  repacked_source_bytes_ += BytesOf(w);
-  return kernels::RepackMxfp4I8(w, mem, mem + scales_at);
+  auto* mem = AllocateRepacked(total, w);
+  const kernels::WeightMatrix out = kernels::RepackMxfp4I8(w, mem, mem + scales_at);
+  if (w.rows > 0) {
+    const auto* codes = static_cast<const uint8_t*>(w.data);
+    const auto* scales = static_cast<const uint8_t*>(w.scales);
+    ReleaseSourcePages(codes, codes + (w.rows - 1) * w.row_stride + w.cols / 2);
+    ReleaseSourcePages(scales, scales + (w.rows - 1) * w.scale_stride + w.cols / 32);
+  }
+  return out;
 }
 
 kernels::WeightMatrix WeightReader::DenseTable(const std::string& name, size_t rows, size_t cols) {

@@ -72,6 +72,8 @@ def main():
     ap.add_argument("--fixtures", required=True)
     ap.add_argument("--config", required=True, choices=sorted(CONFIGS))
     ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--weight-layout", default="auto", choices=["auto", "checkpoint"],
+                    help="moeserve's --weight-layout (auto repacks bf16 into panels on AVX2)")
     a = ap.parse_args()
 
     gen_args, prompts = CONFIGS[a.config]
@@ -90,10 +92,10 @@ def main():
     run([PY, os.path.join(ROOT, "tools", "reference.py"), "--model", model, "--max-tokens", "0",
          "--numerics", "bf16", "--logits-out", ref_bf16_logits, "--json"] + prompt_args)
 
-    ours_logits = os.path.join(model, "moeserve.npy")
+    ours_logits = os.path.join(model, f"moeserve_{a.weight_layout}_{os.environ.get('MOESERVE_ISA', 'best')}.npy")
     out = run([a.moeserve, "generate", "--model", model, "--max-tokens", str(a.max_tokens),
                "--output-format", "json", "--logits-out", ours_logits, "--threads", "2",
-               "--ignore-eos"]
+               "--ignore-eos", "--weight-layout", a.weight_layout]
               + prompt_args)
     ours_tokens = [json.loads(line)["token_ids"] for line in out.strip().splitlines()]
 

@@ -1,0 +1,115 @@
+// AVX2 + FMA MatMul over bf16 weights repacked in 16-row panels (bf16_panels.h). One kernel for
+// every batch size: a register tile of up to 6 tokens × 16 rows (12 accumulators) sweeps a
+// panel's columns, each column one 32-byte load widened by two unpacks. No per-call packing of
+// the weights, no horizontal sums.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/bf16_panels.h"
+#include "kernels/internal.h"
+#include "kernels/simd_math_avx2.h"
+
+namespace moeserve::kernels::avx2 {
+namespace {
+
+constexpr size_t kTile = kPackedXTile;
+constexpr size_t kRows = kBf16PanelRows;
+
+// Column c of a panel → rows 0..7 (lo) and 8..15 (hi) as f32; exact (bf16 is an f32's top half).
+inline void WidenColumn(const bf16* col, __m256& lo, __m256& hi) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col));
+  const __m256i zero = _mm256_setzero_si256();
+  lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v));
+  hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v));
+}
+
+// M tokens (xp: a packed x tile at the first column) × the panel's 16 rows over k columns.
+template <int M>
+void PanelTile(const float* xp, const bf16* panel, size_t k, float* y, size_t ldy, size_t rows,
+               bool accumulate) {
+  __m256 acc[M][2];
+#pragma GCC unroll 8
+  for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  for (size_t i = 0; i < k; ++i) {
+    __m256 w0, w1;
+    WidenColumn(panel + i * kRows, w0, w1);
+#pragma GCC unroll 8
+    for (int t = 0; t < M; ++t) {
+      const __m256 xv = _mm256_broadcast_ss(xp + i * kTile + t);
+      acc[t][0] = _mm256_fmadd_ps(xv, w0, acc[t][0]);
+      acc[t][1] = _mm256_fmadd_ps(xv, w1, acc[t][1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int t = 0; t < M; ++t) {
+    StoreMasked(y + t * ldy, acc[t][0], rows, accumulate);
+    if (rows > 8) StoreMasked(y + t * ldy + 8, acc[t][1], rows - 8, accumulate);
+  }
+}
+
+// One token (decode): two columns per step into four accumulators. With two, each step waits on
+// the previous FMA's latency, which capped a core near 8 bytes of weights per cycle.
+template <>
+void PanelTile<1>(const float* xp, const bf16* panel, size_t k, float* y, size_t ldy, size_t rows,
+                  bool accumulate) {
+  (void)ldy;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+  size_t i = 0;
+  for (; i + 2 <= k; i += 2) {
+    __m256 w0, w1, v0, v1;
+    WidenColumn(panel + i * kRows, w0, w1);
+    WidenColumn(panel + (i + 1) * kRows, v0, v1);
+    const __m256 x0 = _mm256_broadcast_ss(xp + i * kTile);
+    const __m256 x1 = _mm256_broadcast_ss(xp + (i + 1) * kTile);
+    a0 = _mm256_fmadd_ps(x0, w0, a0);
+    a1 = _mm256_fmadd_ps(x0, w1, a1);
+    b0 = _mm256_fmadd_ps(x1, v0, b0);
+    b1 = _mm256_fmadd_ps(x1, v1, b1);
+  }
+  if (i < k) {
+    __m256 w0, w1;
+    WidenColumn(panel + i * kRows, w0, w1);
+    const __m256 x0 = _mm256_broadcast_ss(xp + i * kTile);
+    a0 = _mm256_fmadd_ps(x0, w0, a0);
+    a1 = _mm256_fmadd_ps(x0, w1, a1);
+  }
+  StoreMasked(y, _mm256_add_ps(a0, b0), rows, accumulate);
+  if (rows > 8) StoreMasked(y + 8, _mm256_add_ps(a1, b1), rows - 8, accumulate);
+}
+
+using TileFn = void (*)(const float*, const bf16*, size_t, float*, size_t, size_t, bool);
+constexpr TileFn kTiles[kTile + 1] = {nullptr,      PanelTile<1>, PanelTile<2>, PanelTile<3>,
+                                      PanelTile<4>, PanelTile<5>, PanelTile<6>};
+
+}  // namespace
+
+void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
+                      bool accumulate) {
+  const size_t k = w.cols, panels = (w.rows + kRows - 1) / kRows;
+  const auto* base = static_cast<const bf16*>(w.data);
+  // The packed x must stay in L2 while every panel streams past it. When all of it fits (decode
+  // batches), each tile runs a panel's whole k in registers and the weights are one sequential
+  // stream; otherwise blocks of 192 tokens × 256 columns (192 KiB), partial sums through y.
+  constexpr size_t kL2Budget = 256 * 1024, kMc = 32 * kTile, kKc = 256;
+  const bool whole = m * k * sizeof(float) <= kL2Budget;
+  const size_t mc = whole ? m : kMc, kc_max = whole ? k : kKc;
+  for (size_t t0 = 0; t0 < m; t0 += mc) {
+    const size_t t1 = m - t0 < mc ? m : t0 + mc;
+    for (size_t k0 = 0; k0 < k; k0 += kc_max) {
+      const size_t kc = k - k0 < kc_max ? k - k0 : kc_max;
+      const bool acc = accumulate || k0 > 0;
+      for (size_t p = 0; p < panels; ++p) {
+        const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
+        const bf16* panel = base + p * w.row_stride + k0 * kRows;
+        for (size_t t = t0; t < t1; t += kTile) {
+          const size_t tokens = t1 - t < kTile ? t1 - t : kTile;
+          kTiles[tokens](xp + t * k + k0 * kTile, panel, kc, y + t * ldy + p * kRows, ldy, rows,
+                         acc);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace moeserve::kernels::avx2
