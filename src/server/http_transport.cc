@@ -40,6 +40,9 @@ using asio::use_awaitable;
 using boost::system::error_code;
 using Clock = std::chrono::steady_clock;
 
+// Coroutine note: GCC 12 destroys temporaries of a conditional expression inside a co_await
+// expression twice (a double free seen here). Build strings in named locals, then co_await.
+
 std::string HttpRequest::Header(std::string_view name) const {
   for (const auto& [k, v] : headers)
     if (beast::iequals(k, beast::string_view(name.data(), name.size()))) return v;
@@ -185,8 +188,9 @@ awaitable<void> HttpTransport::Impl::Accept() {
 
 awaitable<void> HttpTransport::Impl::Refuse(tcp::socket s) {
   Conn c(std::move(s));
-  co_await SendError(c, 503, "too many connections (--max-connections " +
-                                 std::to_string(limits.max_connections) + ")");
+  const std::string message =
+      "too many connections (--max-connections " + std::to_string(limits.max_connections) + ")";
+  co_await SendError(c, 503, message);
   co_await LingeringClose(c.stream);
 }
 
@@ -237,13 +241,16 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
     c->stream.expires_at(ready + Seconds(limits.header_timeout_s));
     co_await http::async_read_header(c->stream, buf, parser, asio::redirect_error(use_awaitable, ec));
     if (ec) {
-      if (const int status = StatusForReadError(ec))
-        co_await SendError(*c, status,
-                           status == 431 ? "the request head is larger than " +
-                                               std::to_string(limits.max_header_bytes) + " bytes"
-                           : status == 413 ? "the request body is larger than the limit"
-                                           : "malformed request: " + ec.message());
-      linger = true;
+      if (const int status = StatusForReadError(ec)) {
+        std::string message = "malformed request: " + ec.message();
+        if (status == 431)
+          message = "the request head is larger than " + std::to_string(limits.max_header_bytes) +
+                    " bytes";
+        else if (status == 413)
+          message = "the request body is larger than the limit";
+        co_await SendError(*c, status, message);
+        linger = true;
+      }
       break;
     }
 
@@ -287,11 +294,13 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
       c->stream.expires_after(Seconds(limits.body_timeout_s));
       co_await http::async_read(c->stream, buf, parser, asio::redirect_error(use_awaitable, ec));
       if (ec) {
-        if (const int status = StatusForReadError(ec))
-          co_await SendError(*c, status,
-                             status == 413 ? "the request body is larger than the limit"
-                                           : "malformed request body: " + ec.message());
-        linger = true;
+        if (const int status = StatusForReadError(ec)) {
+          const std::string message = status == 413
+                                          ? std::string("the request body is larger than the limit")
+                                          : "malformed request body: " + ec.message();
+          co_await SendError(*c, status, message);
+          linger = true;
+        }
         break;
       }
     }
@@ -341,8 +350,8 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
     if (res.stream && !head_only) {
       c->state = State::kStreaming;
       const bool chunked = !http10;
-      const bool ok =
-          co_await Pump(c, *res.stream, ResponseHead(res, again && chunked, http10, -1), chunked);
+      std::string head = ResponseHead(res, again && chunked, http10, -1);
+      const bool ok = co_await Pump(c, *res.stream, std::move(head), chunked);
       if (!ok || !chunked) break;
     } else {
       c->state = State::kWriting;
