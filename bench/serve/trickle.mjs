@@ -55,21 +55,32 @@ async function measure(label) {
 }
 
 await measure('idle');
+const status0 = fs.readFileSync(`/proc/${server.pid}/status`, 'utf8');
+console.log(`server idle: RSS ${(status0.match(/VmRSS:\s+(\d+)/)[1] / 1024).toFixed(1)} MB`);
 const head = 'GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ' + 'a'.repeat(4000) + '\r\n\r\n';
 const socks = [];
+const connected = [];
 for (let i = 0; i < Number(nTricklers); ++i) {
   const s = net.connect(port, '127.0.0.1');
   s.on('error', () => {});
   s.sent = 0;
   socks.push(s);
+  connected.push(new Promise((resolve) => { s.once('connect', resolve); s.once('close', resolve); }));
   if (i % 100 === 99) await sleep(20);
 }
+await Promise.race([Promise.all(connected), sleep(20000)]);
+console.log(`tricklers connected: ${socks.filter((s) => !s.connecting && !s.destroyed).length}`);
 const tick = () => { for (const s of socks) if (!s.destroyed) s.write(head[s.sent++ % head.length]); };
 tick();
 const timer = setInterval(tick, 1000);
 await sleep(2000);
 await measure(`${nTricklers} tricklers`);
 console.log(`tricklers still open: ${socks.filter((s) => !s.destroyed && !s.readableEnded).length}`);
+try {
+  const rss = fs.readFileSync(`/proc/${server.pid}/status`, 'utf8').match(/VmRSS:\s+(\d+)/)[1];
+  const threads = fs.readFileSync(`/proc/${server.pid}/status`, 'utf8').match(/Threads:\s+(\d+)/)[1];
+  console.log(`server: RSS ${(rss / 1024).toFixed(1)} MB, ${threads} threads`);
+} catch { /* not on Linux */ }
 clearInterval(timer);
 for (const s of socks) s.destroy();
 server.kill('SIGTERM');
