@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
-#include <thread>
+#include <functional>
+#include <string_view>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -159,13 +160,13 @@ Handler HttpServer::Route(const HttpRequest& req, HttpResponse& res) {
   const RouteEntry* route = nullptr;
   for (const RouteEntry& r : kRoutes)
     if (req.path == r.path) route = &r;
-  auto not_allowed = [&](const char* allow) {
-    res.SetHeader("Allow", allow);
+  const bool get_route = route && std::string_view(route->method) == "GET";
+  auto not_allowed = [&] {
+    res.SetHeader("Allow", !route ? "GET, HEAD, POST" : get_route ? "GET, HEAD" : "POST");
     SendError(res, 405, "method " + m + " not allowed on " + req.path, "invalid_request_error");
     return nullptr;
   };
-  if (!known_method) return not_allowed(route ? (route->method[0] == 'G' ? "GET, HEAD" : "POST")
-                                              : "GET, HEAD, POST");
+  if (!known_method) return not_allowed();
   if (!ctx_.config.api_key.empty() && req.path.rfind("/v1/", 0) == 0) {
     const std::string auth = req.Header("Authorization");
     if (auth != "Bearer " + ctx_.config.api_key) {
@@ -180,9 +181,7 @@ Handler HttpServer::Route(const HttpRequest& req, HttpResponse& res) {
     SendError(res, 404, "no route " + m + " " + req.path, "not_found_error");
     return nullptr;
   }
-  const bool get_route = std::string_view(route->method) == "GET";
-  if (m != route->method && !(get_route && m == "HEAD"))
-    return not_allowed(get_route ? "GET, HEAD" : "POST");
+  if (m != route->method && !(get_route && m == "HEAD")) return not_allowed();
   ServingContext& ctx = ctx_;
   auto fn = route->fn;
   Handler h = [&ctx, fn](const HttpRequest& rq, HttpResponse& rs) {
