@@ -127,6 +127,7 @@ Generation::Generation(ServingContext& ctx)
       start_(std::chrono::steady_clock::now()) {}
 
 Generation::~Generation() {
+  channel_->SetNotify(nullptr);  // the engine's sinks may outlive this; the waker must not
   AbortAll();
 }
 

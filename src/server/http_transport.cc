@@ -291,6 +291,11 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
                                    asio::redirect_error(use_awaitable, ec));
         if (ec) break;
       }
+      // A chunked body of unknown length would grow its string by doubling, copying the whole
+      // body each time (1.5-2x the limit resident at once). Reserving the limit costs address
+      // space only: pages become resident as bytes arrive. (Content-Length bodies reserve their
+      // exact length already.)
+      if (parser.chunked()) parser.get().body().reserve(limits.max_body_bytes);
       c->stream.expires_after(Seconds(limits.body_timeout_s));
       co_await http::async_read(c->stream, buf, parser, asio::redirect_error(use_awaitable, ec));
       if (ec) {
