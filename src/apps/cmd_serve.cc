@@ -286,10 +286,11 @@ CommandRegistration reg{
       sub.add_flag("--enable-prefix-caching{false}", o->no_prefix_caching,
                    "Enable prefix caching (default)");
       sub.add_option("--seed", o->seed, "Seed for requests that bring none");
-      sub.add_option("--max-request-bytes", s.max_body_bytes, "Largest request body (413 above)")
+      sub.add_option("--max-request-bytes", s.max_body_bytes, "Largest request body, Content-Length or chunked (413 above)")
           ->capture_default_str();
       sub.add_option("--drain-timeout", s.drain_timeout_s,
-                     "Seconds to let running requests finish on SIGINT/SIGTERM")
+                     "Seconds to let running requests finish on SIGINT/SIGTERM; then streams "
+                     "end with finish_reason abort and [DONE], other requests get 503")
           ->capture_default_str();
       sub.add_option("--max-connections", s.max_connections,
                      "Connections open at once; one more is answered 503")

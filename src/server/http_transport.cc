@@ -142,6 +142,7 @@ struct HttpTransport::Impl {
   std::atomic<int> active{0};
   std::atomic<bool> draining{false};
   bool aborting = false;  // io thread only: the drain deadline has passed
+  Clock::time_point last_accept_warning{};
 };
 
 void HttpTransport::Impl::OnIo(std::function<void()> fn) {
@@ -159,8 +160,11 @@ awaitable<void> HttpTransport::Impl::Accept() {
     tcp::socket s = co_await acceptor.async_accept(asio::redirect_error(use_awaitable, ec));
     if (ec) {
       if (!acceptor.is_open() || draining.load()) co_return;
-      // Out of descriptors or similar: back off instead of spinning.
-      LogWarn("accept: ", ec.message());
+      // Out of descriptors or similar: back off instead of spinning; say so once a second.
+      if (Clock::now() - last_accept_warning > std::chrono::seconds(1)) {
+        last_accept_warning = Clock::now();
+        LogWarn("accept: ", ec.message());
+      }
       asio::steady_timer t(ioc, std::chrono::milliseconds(50));
       co_await t.async_wait(asio::redirect_error(use_awaitable, ec));
       continue;
