@@ -17,8 +17,8 @@
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
-#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
 #include <boost/beast/http/status.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <chrono>
@@ -202,9 +202,9 @@ awaitable<void> HttpTransport::Impl::SendError(Conn& c, int status, const std::s
   HttpResponse res;
   res.status = status;
   error(status, message, res);
-  std::string out = ResponseHead(res, /*keep_alive=*/false, false,
-                                 static_cast<long long>(res.body.size())) +
-                    res.body;
+  std::string out =
+      ResponseHead(res, /*keep_alive=*/false, false, static_cast<long long>(res.body.size())) +
+      res.body;
   error_code ec;
   c.stream.expires_after(Seconds(std::min(limits.write_timeout_s, 5.0)));
   co_await asio::async_write(c.stream, asio::buffer(out), asio::redirect_error(use_awaitable, ec));
@@ -218,7 +218,8 @@ awaitable<void> HttpTransport::Impl::LingeringClose(beast::tcp_stream& s) {
   s.socket().shutdown(tcp::socket::shutdown_send, ec);
   s.expires_after(std::chrono::seconds(1));
   std::vector<char> scratch(16 << 10);
-  while (!ec) co_await s.async_read_some(asio::buffer(scratch), asio::redirect_error(use_awaitable, ec));
+  while (!ec)
+    co_await s.async_read_some(asio::buffer(scratch), asio::redirect_error(use_awaitable, ec));
   s.close();
 }
 
@@ -233,8 +234,8 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
     const Clock::time_point ready = Clock::now();
     if (buf.size() == 0) {
       c->stream.expires_after(Seconds(limits.keep_alive_timeout_s));
-      const size_t n = co_await c->stream.async_read_some(
-          buf.prepare(4096), asio::redirect_error(use_awaitable, ec));
+      const size_t n = co_await c->stream.async_read_some(buf.prepare(4096),
+                                                          asio::redirect_error(use_awaitable, ec));
       if (ec) break;
       buf.commit(n);
     }
@@ -243,7 +244,8 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
     parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
     parser.body_limit(limits.max_body_bytes);
     c->stream.expires_at(ready + Seconds(limits.header_timeout_s));
-    co_await http::async_read_header(c->stream, buf, parser, asio::redirect_error(use_awaitable, ec));
+    co_await http::async_read_header(c->stream, buf, parser,
+                                     asio::redirect_error(use_awaitable, ec));
     if (ec) {
       if (const int status = StatusForReadError(ec)) {
         std::string message = "malformed request: " + ec.message();
@@ -365,8 +367,7 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
     } else {
       c->state = State::kWriting;
       if (res.stream) res.stream->Cancel();
-      std::string out =
-          ResponseHead(res, again, http10, static_cast<long long>(res.body.size()));
+      std::string out = ResponseHead(res, again, http10, static_cast<long long>(res.body.size()));
       if (!head_only) out += res.body;
       c->stream.expires_after(Seconds(limits.write_timeout_s));
       co_await asio::async_write(c->stream, asio::buffer(out),
@@ -466,8 +467,7 @@ int HttpTransport::Listen(const std::string& host, int port) {
   }
   try {
     tcp::resolver resolver(im.ioc);
-    const auto results =
-        resolver.resolve(host, std::to_string(port), tcp::resolver::passive);
+    const auto results = resolver.resolve(host, std::to_string(port), tcp::resolver::passive);
     if (results.empty()) Fail("cannot resolve ", host);
     const tcp::endpoint ep = results.begin()->endpoint();
     im.acceptor.open(ep.protocol());
@@ -514,8 +514,8 @@ void HttpTransport::Shutdown(double drain_timeout_s, const std::function<void()>
           ++requests;
         }
       }
-      LogWarn("drain timeout (", drain_timeout_s, " s): aborting ", streams,
-              " streams and ", requests, " other requests");
+      LogWarn("drain timeout (", drain_timeout_s, " s): aborting ", streams, " streams and ",
+              requests, " other requests");
       on_deadline();
     });
     // Aborted streams write their last chunks, waiting handlers answer 503.

@@ -121,9 +121,8 @@ void StreamResponse(HttpResponse& res, std::unique_ptr<Generation> gen, Produce 
                     Finish finish) {
   res.content_type = "text/event-stream";
   res.SetHeader("Cache-Control", "no-cache");
-  res.stream = std::make_shared<GenerationStream<Produce, Finish>>(std::move(gen),
-                                                                   std::move(produce),
-                                                                   std::move(finish));
+  res.stream = std::make_shared<GenerationStream<Produce, Finish>>(
+      std::move(gen), std::move(produce), std::move(finish));
 }
 
 }  // namespace moeserve::server
