@@ -482,7 +482,14 @@ int HttpTransport::Listen(const std::string& host, int port) {
 
 void HttpTransport::Run() {
   Impl& im = *impl_;
-  asio::co_spawn(im.ioc, im.Accept(), asio::detached);
+  asio::co_spawn(im.ioc, im.Accept(), [](std::exception_ptr e) {
+    if (!e) return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      LogError("the server stopped accepting connections: ", x.what());
+    }
+  });
   im.ioc.run();
   im.pool.join();
 }
