@@ -11,7 +11,7 @@ if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 PACKAGES=(
   build-essential cmake pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
-  nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libpcre2-dev libicu-dev
+  nlohmann-json3-dev libcpp-httplib-dev libboost-dev libcli11-dev libpcre2-dev libicu-dev
   libopenmpi-dev openmpi-bin
   python3 python3-torch python3-numpy
   clang libclang-rt-14-dev

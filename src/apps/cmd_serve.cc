@@ -286,10 +286,38 @@ CommandRegistration reg{
       sub.add_flag("--enable-prefix-caching{false}", o->no_prefix_caching,
                    "Enable prefix caching (default)");
       sub.add_option("--seed", o->seed, "Seed for requests that bring none");
-      sub.add_option("--max-request-bytes", s.max_body_bytes, "Largest request body (413 above)")
+      sub.add_option("--max-request-bytes", s.max_body_bytes, "Largest request body, Content-Length or chunked (413 above)")
           ->capture_default_str();
       sub.add_option("--drain-timeout", s.drain_timeout_s,
-                     "Seconds to let running requests finish on SIGINT/SIGTERM")
+                     "Seconds to let running requests finish on SIGINT/SIGTERM; then streams "
+                     "end with finish_reason abort and [DONE], other requests get 503")
+          ->capture_default_str();
+      sub.add_option("--max-connections", s.max_connections,
+                     "Connections open at once; one more is answered 503")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+      sub.add_option("--backlog", s.backlog, "Connections the kernel queues before accept")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+      sub.add_option("--max-header-bytes", s.max_header_bytes,
+                     "Largest request head: request line + headers (431 above)")
+          ->check(CLI::Range(size_t{256}, size_t{1} << 24))
+          ->capture_default_str();
+      sub.add_option("--max-header-count", s.max_header_count,
+                     "Most header fields in a request (431 above)")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+      sub.add_option("--header-timeout", s.header_timeout_s,
+                     "Seconds for a whole request head to arrive (the connection is closed after)")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+      sub.add_option("--body-timeout", s.body_timeout_s,
+                     "Seconds for a whole request body to arrive")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
+      sub.add_option("--timeout-keep-alive,--keep-alive-timeout", s.keep_alive_timeout_s,
+                     "Seconds an idle connection is kept open between requests")
+          ->check(CLI::PositiveNumber)
           ->capture_default_str();
       sub.add_flag("--trust-remote-code")
           ->description("Accepted for vLLM compatibility (no effect)");

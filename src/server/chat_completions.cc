@@ -136,8 +136,7 @@ void FilterCalls(ChatChoice& c, const std::string& only, std::vector<chat::ToolC
 
 }  // namespace
 
-void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
-                           httplib::Response& res) {
+void HandleChatCompletions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const Json body = ParseBody(req.body);
   CheckModel(body, ctx);
   if (!ctx.chat_template)
@@ -252,7 +251,7 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
   const std::string model = ctx.config.served_model_name;
 
   if (!stream) {
-    ClientConnection conn = ConnectionOf(req);
+    const ClientConnection& conn = req.connection;
     const bool ok = RunToEnd(ctx, *gen, conn, [&](ChoiceUpdate& u) {
       ChatChoice& c = (*choices)[u.choice];
       chat::AccumulateDelta(apply(u, c.logprobs), c.reply);
@@ -291,11 +290,10 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
                 {"model", model},
                 {"choices", out_choices},
                 {"usage", Usage(prompt_tokens, completion_tokens)}};
-    res.set_content(DumpJson(out), "application/json");
+    res.SetContent(DumpJson(out), "application/json");
     return;
   }
 
-  auto st = std::make_shared<StreamState>(StreamState{std::move(gen), ConnectionOf(req)});
   auto chunk = [id, created, model](Json choice) {
     return SseEvent({{"id", id},
                      {"object", "chat.completion.chunk"},
@@ -306,7 +304,7 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
   auto roles_sent = std::make_shared<bool>(false);
   const size_t num_choices = choices->size();
   StreamResponse(
-      ctx, res, st,
+      res, std::move(gen),
       [apply, chunk, choices, finish_reason, want_logprobs, roles_sent, num_choices](
           std::vector<ChoiceUpdate>& updates, auto& write) {
         if (!*roles_sent) {

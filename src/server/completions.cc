@@ -21,10 +21,6 @@ int64_t UnixSeconds() {
       .count();
 }
 
-ClientConnection ConnectionOf(const httplib::Request& req) {
-  return ClientConnection(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-}
-
 namespace {
 
 struct Prompt {
@@ -99,7 +95,7 @@ struct ChoiceState {
 
 }  // namespace
 
-void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void HandleCompletions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const Json body = ParseBody(req.body);
   CheckModel(body, ctx);
   if (auto suffix = body.find("suffix"); suffix != body.end() && !suffix->is_null())
@@ -169,7 +165,7 @@ void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib
   const int64_t created = UnixSeconds();
   const std::string model = ctx.config.served_model_name;
   if (!stream) {
-    ClientConnection conn = ConnectionOf(req);
+    const ClientConnection& conn = req.connection;
     std::vector<std::string> texts(gen->num_choices());
     if (!RunToEnd(ctx, *gen, conn, [&](ChoiceUpdate& u) { texts[u.choice] += apply(u); })) {
       res.status = 499;  // client closed; nobody reads this
@@ -192,11 +188,10 @@ void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib
                 {"model", model},
                 {"choices", out_choices},
                 {"usage", Usage(prompt_tokens, completion_tokens)}};
-    res.set_content(DumpJson(out), "application/json");
+    res.SetContent(DumpJson(out), "application/json");
     return;
   }
 
-  auto st = std::make_shared<StreamState>(StreamState{std::move(gen), ConnectionOf(req)});
   auto chunk = [id, created, model](Json choice) {
     return SseEvent({{"id", id},
                      {"object", "text_completion"},
@@ -205,7 +200,7 @@ void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib
                      {"choices", Json::array({std::move(choice)})}});
   };
   StreamResponse(
-      ctx, res, st,
+      res, std::move(gen),
       [apply, chunk, choices](std::vector<ChoiceUpdate>& updates, auto& write) {
         for (ChoiceUpdate& u : updates) {
           const std::string text = apply(u);

@@ -103,8 +103,14 @@ void UpdateChannel::Push(ChoiceUpdate u) {
   {
     std::lock_guard lock(mu_);
     updates_.push_back(std::move(u));
+    if (notify_) notify_();
   }
   cv_.notify_one();
+}
+
+void UpdateChannel::SetNotify(std::function<void()> notify) {
+  std::lock_guard lock(mu_);
+  notify_ = std::move(notify);
 }
 
 std::vector<ChoiceUpdate> UpdateChannel::Take(std::chrono::milliseconds timeout) {
@@ -121,6 +127,7 @@ Generation::Generation(ServingContext& ctx)
       start_(std::chrono::steady_clock::now()) {}
 
 Generation::~Generation() {
+  channel_->SetNotify(nullptr);  // the engine's sinks may outlive this; the waker must not
   AbortAll();
 }
 
@@ -161,6 +168,20 @@ std::vector<ChoiceUpdate> Generation::Next(std::chrono::milliseconds timeout) {
     }
   }
   return updates;
+}
+
+std::vector<ChoiceUpdate> Generation::AbortWithUpdates() {
+  std::vector<ChoiceUpdate> out;
+  for (size_t i = 0; i < engine_ids_.size(); ++i) {
+    if (finished_[i]) continue;
+    ChoiceUpdate u;
+    u.choice = i;
+    u.finished = true;
+    u.finish_reason = "abort";
+    out.push_back(std::move(u));
+  }
+  AbortAll();
+  return out;
 }
 
 void Generation::AbortAll() {

@@ -10,13 +10,14 @@
 // become a stop string is held back, so a stream never shows part of one.
 //
 // Threads: sinks run on the engine thread and never block (a mutex-guarded queue); everything
-// else runs on the HTTP thread that owns the Generation.
+// else runs on one HTTP thread at a time (a worker starts it, the io thread may then stream it).
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -46,11 +47,14 @@ class UpdateChannel {
   void Push(ChoiceUpdate u);
   // Waits up to `timeout` for updates and takes them all (empty on timeout).
   std::vector<ChoiceUpdate> Take(std::chrono::milliseconds timeout);
+  // Called (on the pushing thread, so it must be quick) after every Push; nullptr clears it.
+  void SetNotify(std::function<void()> notify);
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<ChoiceUpdate> updates_;
+  std::function<void()> notify_;
 };
 
 struct TextOptions {
@@ -77,6 +81,11 @@ class Generation {
   std::vector<ChoiceUpdate> Next(std::chrono::milliseconds timeout);
   // Ends every unfinished choice in the engine (client gone, shutdown); their KV blocks are freed.
   void AbortAll();
+  // AbortAll, returning for each choice it ended the last update its client is owed: finished,
+  // finish_reason "abort" (the server gives up on a stream at the drain deadline).
+  std::vector<ChoiceUpdate> AbortWithUpdates();
+  // `wake` runs on the engine thread whenever updates arrive (see UpdateChannel::SetNotify).
+  void SetWakeup(std::function<void()> wake) { channel_->SetNotify(std::move(wake)); }
 
  private:
   ServingContext& ctx_;

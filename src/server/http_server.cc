@@ -1,8 +1,7 @@
 #include "server/http_server.h"
 
-#include <httplib.h>
-
-#include <thread>
+#include <functional>
+#include <string_view>
 
 #include "core/check.h"
 #include "core/log.h"
@@ -12,27 +11,27 @@
 namespace moeserve::server {
 namespace {
 
-void SendError(httplib::Response& res, int status, const std::string& message,
-               const std::string& type, const std::string& param = "",
-               const std::string& code = "") {
+void SendError(HttpResponse& res, int status, const std::string& message, const std::string& type,
+               const std::string& param = "", const std::string& code = "") {
   res.status = status;
-  res.set_content(DumpJson(ErrorBody(status, message, type, param, code)), "application/json");
+  res.SetContent(DumpJson(ErrorBody(status, message, type, param, code)), "application/json");
 }
 
-void SendJson(httplib::Response& res, const Json& j) {
-  res.set_content(DumpJson(j), "application/json");
+void SendJson(HttpResponse& res, const Json& j) {
+  res.SetContent(DumpJson(j), "application/json");
 }
 
-struct RouteInfo {
-  const char* method;
-  const char* path;
-};
-constexpr RouteInfo kRoutes[] = {{"POST", "/v1/completions"}, {"POST", "/v1/chat/completions"},
-                                 {"GET", "/v1/models"},       {"GET", "/health"},
-                                 {"GET", "/metrics"},         {"GET", "/version"},
-                                 {"POST", "/tokenize"},       {"POST", "/detokenize"}};
+// The transport's own errors (framing, limits, too many connections).
+void TransportError(int status, const std::string& message, HttpResponse& res) {
+  if (status == 413)
+    SendError(res, 413, message, "invalid_request_error", "", "request_too_large");
+  else if (status == 503)
+    SendError(res, 503, message, "service_unavailable");
+  else
+    SendError(res, status, message, status >= 500 ? "server_error" : "invalid_request_error");
+}
 
-void Tokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void Tokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const Json body = ParseBody(req.body);
   CheckModel(body, ctx);
   std::vector<int32_t> ids;
@@ -60,7 +59,7 @@ void Tokenize(ServingContext& ctx, const httplib::Request& req, httplib::Respons
            {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.engine.max_model_len()}});
 }
 
-void Detokenize(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
+void Detokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const Json body = ParseBody(req.body);
   CheckModel(body, ctx);
   auto t = body.find("tokens");
@@ -75,135 +74,134 @@ void Detokenize(ServingContext& ctx, const httplib::Request& req, httplib::Respo
   SendJson(res, {{"prompt", ctx.tokenizer.Decode(ids, false)}});
 }
 
+// Runs a handler, turning its exceptions into error responses.
+void Guarded(const HttpRequest& req, HttpResponse& res,
+             const std::function<void(const HttpRequest&, HttpResponse&)>& fn) {
+  try {
+    fn(req, res);
+  } catch (const ApiError& e) {
+    res = HttpResponse{};
+    res.status = e.status();
+    SendJson(res, e.ToJson());
+  } catch (const Error& e) {
+    res = HttpResponse{};
+    SendError(res, 400, e.what(), "invalid_request_error");
+  } catch (const std::exception& e) {
+    LogWarn("request ", req.method, " ", req.path, " failed: ", e.what());
+    res = HttpResponse{};
+    SendError(res, 500, e.what(), "server_error");
+  }
+}
+
+struct RouteEntry {
+  const char* method;  // GET routes answer HEAD too
+  const char* path;
+  bool blocking;  // waits on the engine: runs on the worker pool
+  void (*fn)(ServingContext&, const HttpRequest&, HttpResponse&);
+};
+
+void Models(ServingContext& ctx, const HttpRequest&, HttpResponse& res) {
+  Json model = {{"id", ctx.config.served_model_name},
+                {"object", "model"},
+                {"created", ctx.created_unix_s},
+                {"owned_by", "moeserve"},
+                {"root", ctx.config.model_dir},
+                {"parent", nullptr},
+                {"max_model_len", ctx.engine.max_model_len()}};
+  SendJson(res, {{"object", "list"}, {"data", Json::array({model})}});
+}
+
+const RouteEntry kRoutes[] = {
+    {"POST", "/v1/completions", true, HandleCompletions},
+    {"POST", "/v1/chat/completions", true, HandleChatCompletions},
+    {"POST", "/tokenize", true, Tokenize},
+    {"POST", "/detokenize", true, Detokenize},
+    {"GET", "/v1/models", false, Models},
+    {"GET", "/health", false, [](ServingContext&, const HttpRequest&, HttpResponse& res) {}},
+    {"GET", "/version", false,
+     [](ServingContext&, const HttpRequest&, HttpResponse& res) {
+       SendJson(res, {{"version", "0.1.0"}});
+     }},
+    {"GET", "/metrics", true,
+     [](ServingContext& ctx, const HttpRequest&, HttpResponse& res) {
+       res.SetContent(ctx.metrics.Render(ctx.engine.Stats(), ctx.config.served_model_name),
+                      "text/plain; version=0.0.4");
+     }},
+};
+
 }  // namespace
 
-HttpServer::HttpServer(ServingContext& ctx)
-    : ctx_(ctx), http_(std::make_unique<httplib::Server>()) {
-  Register();
+HttpServer::HttpServer(ServingContext& ctx) : ctx_(ctx) {
+  const ServerConfig& c = ctx_.config;
+  TransportLimits limits;
+  limits.max_connections = c.max_connections;
+  limits.backlog = c.backlog;
+  limits.max_header_bytes = c.max_header_bytes;
+  limits.max_header_count = c.max_header_count;
+  limits.max_body_bytes = c.max_body_bytes;
+  limits.header_timeout_s = c.header_timeout_s;
+  limits.body_timeout_s = c.body_timeout_s;
+  limits.keep_alive_timeout_s = c.keep_alive_timeout_s;
+  limits.worker_threads = std::max<size_t>(c.http_threads, 4);
+  transport_ = std::make_unique<HttpTransport>(
+      limits, [this](const HttpRequest& req, HttpResponse& res) { return Route(req, res); },
+      TransportError);
 }
 
 HttpServer::~HttpServer() = default;
 
-void HttpServer::Register() {
-  httplib::Server& s = *http_;
-  const size_t threads = std::max<size_t>(ctx_.config.http_threads, 4);
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  s.set_payload_max_length(ctx_.config.max_body_bytes);
-  s.set_keep_alive_max_count(1000);
-
-  // Wraps a handler: counts it for the drain, maps exceptions to error responses.
-  auto wrap = [this](auto fn) {
-    return [this, fn](const httplib::Request& req, httplib::Response& res) {
-      ++active_requests_;
-      try {
-        fn(req, res);
-      } catch (const ApiError& e) {
-        res.status = e.status();
-        SendJson(res, e.ToJson());
-      } catch (const Error& e) {
-        SendError(res, 400, e.what(), "invalid_request_error");
-      } catch (const std::exception& e) {
-        LogWarn("request ", req.method, " ", req.path, " failed: ", e.what());
-        SendError(res, 500, e.what(), "server_error");
-      }
-      --active_requests_;
-    };
+Handler HttpServer::Route(const HttpRequest& req, HttpResponse& res) {
+  if (ctx_.abort_all.load() || draining_.load()) {
+    SendError(res, 503, "the server is shutting down", "service_unavailable");
+    return nullptr;
+  }
+  const std::string& m = req.method;
+  const bool known_method = m == "GET" || m == "HEAD" || m == "POST";
+  const RouteEntry* route = nullptr;
+  for (const RouteEntry& r : kRoutes)
+    if (req.path == r.path) route = &r;
+  const bool get_route = route && std::string_view(route->method) == "GET";
+  auto not_allowed = [&] {
+    res.SetHeader("Allow", !route ? "GET, HEAD, POST" : get_route ? "GET, HEAD" : "POST");
+    SendError(res, 405, "method " + m + " not allowed on " + req.path, "invalid_request_error");
+    return nullptr;
   };
-
-  s.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (ctx_.abort_all.load() || draining_.load()) {
-      SendError(res, 503, "the server is shutting down", "service_unavailable");
-      return httplib::Server::HandlerResponse::Handled;
+  if (!known_method) return not_allowed();
+  if (!ctx_.config.api_key.empty() && req.path.rfind("/v1/", 0) == 0) {
+    const std::string auth = req.Header("Authorization");
+    if (auth != "Bearer " + ctx_.config.api_key) {
+      SendError(res, 401,
+                auth.empty() ? "missing API key: send 'Authorization: Bearer <key>'"
+                             : "incorrect API key",
+                "invalid_request_error", "", "invalid_api_key");
+      return nullptr;
     }
-    if (!ctx_.config.api_key.empty() && req.path.rfind("/v1/", 0) == 0) {
-      const std::string auth = req.get_header_value("Authorization");
-      if (auth != "Bearer " + ctx_.config.api_key) {
-        SendError(res, 401,
-                  auth.empty() ? "missing API key: send 'Authorization: Bearer <key>'"
-                               : "incorrect API key",
-                  "invalid_request_error", "", "invalid_api_key");
-        return httplib::Server::HandlerResponse::Handled;
-      }
-    }
-    return httplib::Server::HandlerResponse::Unhandled;
-  });
-
-  s.Post("/v1/completions",
-         wrap([this](const auto& req, auto& res) { HandleCompletions(ctx_, req, res); }));
-  s.Post("/v1/chat/completions",
-         wrap([this](const auto& req, auto& res) { HandleChatCompletions(ctx_, req, res); }));
-  s.Post("/tokenize", wrap([this](const auto& req, auto& res) { Tokenize(ctx_, req, res); }));
-  s.Post("/detokenize", wrap([this](const auto& req, auto& res) { Detokenize(ctx_, req, res); }));
-  s.Get("/v1/models", wrap([this](const auto&, auto& res) {
-          Json model = {{"id", ctx_.config.served_model_name},
-                        {"object", "model"},
-                        {"created", ctx_.created_unix_s},
-                        {"owned_by", "moeserve"},
-                        {"root", ctx_.config.model_dir},
-                        {"parent", nullptr},
-                        {"max_model_len", ctx_.engine.max_model_len()}};
-          SendJson(res, {{"object", "list"}, {"data", Json::array({model})}});
-        }));
-  s.Get("/health", [](const auto&, auto& res) { res.status = 200; });
-  s.Get("/version", [](const auto&, auto& res) { SendJson(res, {{"version", "0.1.0"}}); });
-  s.Get("/metrics", wrap([this](const auto&, auto& res) {
-          res.set_content(ctx_.metrics.Render(ctx_.engine.Stats(), ctx_.config.served_model_name),
-                          "text/plain; version=0.0.4");
-        }));
-
-  // Routing misses and httplib's own errors (413) get OpenAI error bodies; a known path with
-  // the wrong method is 405.
-  s.set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        if (res.status == 404) {
-          for (const RouteInfo& r : kRoutes) {
-            if (req.path == r.path) {
-              res.set_header("Allow", r.method);
-              SendError(res, 405, "method " + req.method + " not allowed on " + req.path,
-                        "invalid_request_error");
-              return httplib::Server::HandlerResponse::Handled;
-            }
-          }
-          SendError(res, 404, "no route " + req.method + " " + req.path, "not_found_error");
-        } else if (res.status == 413) {
-          SendError(res, 413, "the request body is larger than the limit", "invalid_request_error",
-                    "", "request_too_large");
-        } else {
-          SendError(res, res.status, "HTTP error " + std::to_string(res.status),
-                    res.status >= 500 ? "server_error" : "invalid_request_error");
-        }
-        return httplib::Server::HandlerResponse::Handled;
-      }));
+  }
+  if (!route) {
+    SendError(res, 404, "no route " + m + " " + req.path, "not_found_error");
+    return nullptr;
+  }
+  if (m != route->method && !(get_route && m == "HEAD")) return not_allowed();
+  ServingContext& ctx = ctx_;
+  auto fn = route->fn;
+  Handler h = [&ctx, fn](const HttpRequest& rq, HttpResponse& rs) {
+    Guarded(rq, rs, [&](const HttpRequest& q, HttpResponse& r) { fn(ctx, q, r); });
+  };
+  if (route->blocking) return h;
+  h(req, res);
+  return nullptr;
 }
 
 void HttpServer::Run() {
-  const int port = ctx_.config.port;
-  int bound = port;
-  if (port == 0) {
-    bound = http_->bind_to_any_port(ctx_.config.host);
-  } else if (!http_->bind_to_port(ctx_.config.host, port)) {
-    bound = -1;
-  }
-  if (bound < 0) Fail("cannot listen on ", ctx_.config.host, ":", port);
+  const int bound = transport_->Listen(ctx_.config.host, ctx_.config.port);
   bound_port_ = bound;
   LogInfo("serving ", ctx_.config.served_model_name, " on http://", ctx_.config.host, ":", bound);
-  http_->listen_after_bind();
+  transport_->Run();
 }
 
 void HttpServer::RequestShutdown() {
   draining_ = true;
-  // Closing the listening socket makes listen_after_bind return once the pool threads finish;
-  // connections already accepted keep being served until their requests end.
-  http_->stop();
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::duration<double>(ctx_.config.drain_timeout_s);
-  while (active_requests_.load() > 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  if (active_requests_.load() > 0) {
-    LogWarn("drain timeout: aborting ", active_requests_.load(), " running requests");
-    ctx_.abort_all = true;
-  }
+  transport_->Shutdown(ctx_.config.drain_timeout_s, [this] { ctx_.abort_all = true; });
 }
 
 }  // namespace moeserve::server

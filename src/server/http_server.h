@@ -1,22 +1,21 @@
-// The OpenAI-compatible HTTP server: routing, API-key check, body-size limit, error bodies,
-// and graceful drain. Routes:
+// The OpenAI-compatible HTTP server: routing, API-key check, error bodies and graceful drain, over
+// HttpTransport (connections, limits, deadlines, streaming). Routes:
 //   POST /v1/completions, /v1/chat/completions     (completions.cc, chat_completions.cc)
-//   GET  /v1/models, /health, /metrics, /version
+//   GET  /v1/models, /health, /metrics, /version   (HEAD too)
 //   POST /tokenize, /detokenize
-// /v1/* requires `Authorization: Bearer <api_key>` when an API key is configured.
+// /v1/* requires `Authorization: Bearer <api_key>` when an API key is configured. A method the
+// server does not implement, or a known path with the wrong method, is 405 with an Allow field.
 //
-// Threads: Run() blocks the caller; each connection is served by a pool thread
-// (config.http_threads of them). RequestShutdown() is async-signal-unsafe but thread-safe: call it
-// from a signal-watching thread.
+// Threads: Run() blocks the caller (the io thread); handlers that wait on the engine run on a pool
+// of config.http_threads workers. RequestShutdown() is async-signal-unsafe but thread-safe: call
+// it from a signal-watching thread.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
+#include "server/http_transport.h"
 #include "server/serving_context.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace moeserve::server {
 
@@ -31,16 +30,17 @@ class HttpServer {
   // The port actually bound (after Run started; useful with port 0).
   int bound_port() const { return bound_port_.load(); }
 
-  // Stops accepting, lets running requests finish for up to drain_timeout_s, then aborts the rest.
-  // Returns when the wait is over (Run returns soon after).
+  // Stops accepting and closes idle connections, lets running requests (streams included) finish
+  // for up to drain_timeout_s, then ends them: streams get a final "abort" chunk and [DONE],
+  // other requests 503. Returns when the wait is over (Run returns soon after).
   void RequestShutdown();
 
  private:
-  void Register();
+  // The transport's router: answers cheap requests at once, hands engine work to the pool.
+  Handler Route(const HttpRequest& req, HttpResponse& res);
   ServingContext& ctx_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpTransport> transport_;
   std::atomic<int> bound_port_{0};
-  std::atomic<int> active_requests_{0};
   std::atomic<bool> draining_{false};
 };
 

@@ -2,27 +2,25 @@
 // input; http_server.cc turns that into the error response.
 #pragma once
 
-#include <httplib.h>
-
 #include <atomic>
 #include <memory>
 #include <string>
 
+#include "server/api_error.h"
 #include "server/client_connection.h"
 #include "server/generation.h"
+#include "server/http_transport.h"
 #include "server/request_parsing.h"
 #include "server/serving_context.h"
 
 namespace moeserve::server {
 
-void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib::Response& res);
-void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
-                           httplib::Response& res);
+void HandleCompletions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
+void HandleChatCompletions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
 
 // "prefix-" + 32 random hex digits.
 std::string RandomId(const char* prefix);
 int64_t UnixSeconds();
-ClientConnection ConnectionOf(const httplib::Request& req);
 
 // `data: <json>\n\n`
 inline std::string SseEvent(const Json& j) {
@@ -58,12 +56,19 @@ bool WriteSseStreamEnd(Write& write, const std::string& id, const char* object, 
 }
 
 // Runs a non-streamed generation to the end, calling `on_update` for every update. Aborts the
-// engine requests (and returns false) when the client disconnects or the server gives up.
+// engine requests and returns false when the client disconnects; throws 503 when the server gives
+// up (drain deadline).
 template <typename F>
 bool RunToEnd(ServingContext& ctx, Generation& gen, const ClientConnection& conn, F&& on_update) {
   while (!gen.done()) {
     for (ChoiceUpdate& u : gen.Next(std::chrono::milliseconds(50))) on_update(u);
-    if (!gen.done() && (conn.Closed() || ctx.abort_all.load())) {
+    if (gen.done()) break;
+    if (ctx.abort_all.load()) {
+      gen.AbortAll();
+      throw ApiError(503, "the server is shutting down: the request was aborted",
+                     "service_unavailable");
+    }
+    if (conn.Closed()) {
       gen.AbortAll();
       return false;
     }
@@ -71,38 +76,53 @@ bool RunToEnd(ServingContext& ctx, Generation& gen, const ClientConnection& conn
   return true;
 }
 
-// Streams SSE from a generation: `produce(updates, sink_write)` is called with each batch of
-// updates and writes its events; `finish(write)` writes the last events ([DONE] included). The
-// generation is aborted when a write fails, the client disconnects or the server gives up.
-struct StreamState {
-  std::unique_ptr<Generation> gen;
-  ClientConnection conn;
+// An SSE body from a generation, pumped by the transport: `produce(updates, write)` writes the
+// events of a batch of updates; `finish(write)` writes the last events ([DONE] included). At the
+// drain deadline every unfinished choice gets a final chunk with finish_reason "abort", then
+// `finish`. A client that goes away aborts the generation.
+template <typename Produce, typename Finish>
+class GenerationStream final : public StreamSource {
+ public:
+  GenerationStream(std::unique_ptr<Generation> gen, Produce produce, Finish finish)
+      : gen_(std::move(gen)), produce_(std::move(produce)), finish_(std::move(finish)) {}
+
+  bool Poll(std::string& out) override {
+    auto write = [&out](const std::string& s) {
+      out += s;
+      return true;
+    };
+    std::vector<ChoiceUpdate> updates = gen_->Next(std::chrono::milliseconds(0));
+    if (!updates.empty()) produce_(updates, write);
+    if (!gen_->done()) return false;
+    finish_(write);
+    return true;
+  }
+  void Abort(std::string& out) override {
+    if (Poll(out)) return;
+    auto write = [&out](const std::string& s) {
+      out += s;
+      return true;
+    };
+    std::vector<ChoiceUpdate> last = gen_->AbortWithUpdates();
+    produce_(last, write);
+    finish_(write);
+  }
+  void Cancel() override { gen_->AbortAll(); }
+  void SetWakeup(std::function<void()> wake) override { gen_->SetWakeup(std::move(wake)); }
+
+ private:
+  std::unique_ptr<Generation> gen_;
+  Produce produce_;
+  Finish finish_;
 };
 
 template <typename Produce, typename Finish>
-void StreamResponse(ServingContext& ctx, httplib::Response& res, std::shared_ptr<StreamState> st,
-                    Produce produce, Finish finish) {
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [&ctx, st, produce, finish](size_t, httplib::DataSink& sink) mutable {
-        auto write = [&sink](const std::string& s) { return sink.write(s.data(), s.size()); };
-        while (!st->gen->done()) {
-          std::vector<ChoiceUpdate> updates = st->gen->Next(std::chrono::milliseconds(50));
-          if (!updates.empty() && !produce(updates, write)) {
-            st->gen->AbortAll();
-            return false;
-          }
-          if (!st->gen->done() && (st->conn.Closed() || ctx.abort_all.load())) {
-            st->gen->AbortAll();
-            return false;
-          }
-        }
-        if (!finish(write)) return false;
-        sink.done();
-        return true;
-      },
-      [st](bool) { st->gen->AbortAll(); });
+void StreamResponse(HttpResponse& res, std::unique_ptr<Generation> gen, Produce produce,
+                    Finish finish) {
+  res.content_type = "text/event-stream";
+  res.SetHeader("Cache-Control", "no-cache");
+  res.stream = std::make_shared<GenerationStream<Produce, Finish>>(
+      std::move(gen), std::move(produce), std::move(finish));
 }
 
 }  // namespace moeserve::server

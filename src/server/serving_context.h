@@ -23,9 +23,17 @@ struct ServerConfig {
   std::string served_model_name;
   std::string model_dir;
   std::string api_key;                // "" = no authentication
-  size_t max_body_bytes = 32u << 20;  // larger bodies get 413
-  size_t http_threads = 64;           // concurrent connections served
+  size_t max_body_bytes = 32u << 20;  // larger bodies (Content-Length or chunked) get 413
+  size_t http_threads = 64;           // workers for handlers that wait on the engine
   double drain_timeout_s = 30;        // graceful shutdown: wait this long for requests
+  // Connection limits (HttpTransport): uvicorn's backlog, h11's 16 KB head, Apache's 100 fields.
+  size_t max_connections = 2048;  // open at once; one more gets 503
+  int backlog = 2048;             // listen queue
+  size_t max_header_bytes = 16 << 10;
+  size_t max_header_count = 100;
+  double header_timeout_s = 20;     // the whole request head
+  double body_timeout_s = 60;       // the whole request body
+  double keep_alive_timeout_s = 5;  // idle connection between requests
   chat::ReasoningFormat reasoning = chat::ReasoningFormat::kNone;
   chat::ToolCallFormat tool_calls = chat::ToolCallFormat::kNone;
   // Defaults for omitted request fields, from generation_config.json (vLLM --generation-config

@@ -7,6 +7,7 @@ import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import path from 'node:path';
+import net from 'node:net';
 
 export const BIN = process.env.MOESERVE_BIN;
 export const MODEL = process.env.MOESERVE_MODEL;
@@ -107,4 +108,79 @@ export function metricValue(text, name, labelFilter = '') {
     if (line.startsWith(name + '{') && line.includes(labelFilter)) return Number(line.split(' ').pop());
   }
   throw new Error(`metric ${name} not found`);
+}
+
+// Parses the complete HTTP/1.1 responses at the start of `buf` (a latin1 string): Content-Length,
+// chunked and (when `closed`) close-delimited bodies. Returns {responses, rest}.
+export function parseResponses(buf, closed = false) {
+  const responses = [];
+  for (;;) {
+    const end = buf.indexOf('\r\n\r\n');
+    if (end < 0) break;
+    const lines = buf.slice(0, end).split('\r\n');
+    const status = Number(lines[0].split(' ')[1]);
+    const headers = {};
+    for (const l of lines.slice(1)) {
+      const i = l.indexOf(':');
+      headers[l.slice(0, i).trim().toLowerCase()] = l.slice(i + 1).trim();
+    }
+    let rest = buf.slice(end + 4);
+    let body = '';
+    if (status < 200 || status === 204 || status === 304) {
+      // no body
+    } else if (headers['content-length'] !== undefined) {
+      const n = Number(headers['content-length']);
+      if (rest.length < n) break;
+      body = rest.slice(0, n);
+      rest = rest.slice(n);
+    } else if ((headers['transfer-encoding'] || '').includes('chunked')) {
+      let complete = false;
+      for (;;) {
+        const le = rest.indexOf('\r\n');
+        if (le < 0) break;
+        const size = parseInt(rest.slice(0, le), 16);
+        if (rest.length < le + 2 + size + 2) break;
+        body += rest.slice(le + 2, le + 2 + size);
+        rest = rest.slice(le + 2 + size + 2);
+        if (size === 0) { complete = true; break; }
+      }
+      if (!complete) break;
+    } else {
+      if (!closed) break;
+      body = rest;
+      rest = '';
+    }
+    responses.push({ status, headers, body });
+    buf = rest;
+  }
+  return { responses, rest: buf };
+}
+
+// Opens a raw TCP connection, writes `data` (a string or Buffer, or a list of them written one
+// after another), and collects responses until `count` are complete, the server closes, or
+// `timeoutMs` passes. Returns {responses, closed, timedOut, error, raw}.
+export function rawExchange(port, data, { count = 1, timeoutMs = 10000 } = {}) {
+  return new Promise((resolve) => {
+    let buf = '';
+    let done = false;
+    const sock = net.connect(port, '127.0.0.1');
+    const finish = (extra) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      const closed = extra.closed ?? false;
+      const { responses } = parseResponses(buf, closed);
+      sock.destroy();
+      resolve({ responses, closed, timedOut: false, error: null, raw: buf, ...extra });
+    };
+    const timer = setTimeout(() => finish({ timedOut: true }), timeoutMs);
+    sock.on('connect', () => { for (const d of [].concat(data)) sock.write(d); });
+    sock.on('data', (d) => {
+      buf += d.toString('latin1');
+      if (parseResponses(buf).responses.length >= count) finish({});
+    });
+    sock.on('end', () => finish({ closed: true }));
+    sock.on('close', () => finish({ closed: true }));
+    sock.on('error', (e) => finish({ closed: true, error: e }));
+  });
 }
