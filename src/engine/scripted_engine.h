@@ -66,6 +66,7 @@ class ScriptedEngine final : public EngineInterface {
   // The request whose sink runs right now (outside requests_), and whether Abort hit it.
   std::optional<uint64_t> advancing_;
   bool advancing_aborted_ = false;
+  std::condition_variable advanced_;  // signalled when advancing_ is reset
   EngineStats stats_;  // guarded by mu_
   std::thread thread_;
 };
