@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "server/api_error.h"
+#include "server/api_key.h"
 #include "server/routes.h"
 
 namespace moeserve::server {
@@ -115,9 +116,9 @@ void HttpServer::Register() {
       SendError(res, 503, "the server is shutting down", "service_unavailable");
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (!ctx_.config.api_key.empty() && req.path.rfind("/v1/", 0) == 0) {
+    if (!ctx_.config.api_key.empty() && !IsPublicRoute(req.path)) {
       const std::string auth = req.get_header_value("Authorization");
-      if (auth != "Bearer " + ctx_.config.api_key) {
+      if (!AuthorizationMatches(auth, ctx_.config.api_key)) {
         SendError(res, 401,
                   auth.empty() ? "missing API key: send 'Authorization: Bearer <key>'"
                                : "incorrect API key",

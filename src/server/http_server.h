@@ -3,7 +3,8 @@
 //   POST /v1/completions, /v1/chat/completions     (completions.cc, chat_completions.cc)
 //   GET  /v1/models, /health, /metrics, /version
 //   POST /tokenize, /detokenize
-// /v1/* requires `Authorization: Bearer <api_key>` when an API key is configured.
+// With an API key configured, every route but /health, /metrics, /version requires
+// `Authorization: Bearer <api_key>` (api_key.h).
 //
 // Threads: Run() blocks the caller; each connection is served by a pool thread
 // (config.http_threads of them). RequestShutdown() is async-signal-unsafe but thread-safe: call it
