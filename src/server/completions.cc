@@ -46,14 +46,21 @@ std::vector<int32_t> TokenIds(const Json& list, const ServingContext& ctx) {
   return ids;
 }
 
-// prompt: a string, a list of strings, a list of token ids or a list of token-id lists.
-std::vector<Prompt> ParsePrompts(const Json& body, const ServingContext& ctx) {
+// prompt: a string, a list of strings, a list of token ids or a list of token-id lists. Each
+// prompt becomes n engine sequences: their number is checked before any prompt is tokenized.
+std::vector<Prompt> ParsePrompts(const Json& body, const ServingContext& ctx, int n) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) throw BadRequest("'prompt' is required", "prompt");
   const Json& p = *it;
+  const bool many = p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array());
+  const size_t num_prompts = many ? p.size() : 1;
+  CheckLimit(num_prompts * static_cast<size_t>(n), ctx.config.limits.max_sequences,
+             "the sequences this request asks for ('prompt' count x 'n')",
+             "max-sequences-per-request", "prompt");
   std::vector<Prompt> out;
   auto from_text = [&](const std::string& s) {
     if (s.empty()) throw BadRequest("'prompt' must not be empty", "prompt");
+    CheckPromptBytes(s.size(), ctx, "prompt");
     out.push_back({ctx.tokenizer.Encode(s, /*add_special_tokens=*/true), s});
   };
   auto from_ids = [&](const Json& list) {
@@ -125,7 +132,7 @@ void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib
     include_usage = GetBool(*so, "include_usage").value_or(false);
   }
   ValidateSampling(params, ctx);
-  auto prompts_ptr = std::make_shared<const std::vector<Prompt>>(ParsePrompts(body, ctx));
+  auto prompts_ptr = std::make_shared<const std::vector<Prompt>>(ParsePrompts(body, ctx, params.n));
   const std::vector<Prompt>& prompts = *prompts_ptr;
 
   auto gen = std::make_unique<Generation>(ctx);
