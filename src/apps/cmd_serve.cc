@@ -21,6 +21,7 @@
 #include "engine/scripted_engine.h"
 #include "model/registry.h"
 #include "server/http_server.h"
+#include "server/memory_release.h"
 
 namespace moeserve::apps {
 namespace {
@@ -137,6 +138,7 @@ int RunServe(ServeOptions& o) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
+  server::ConfigureMallocForServing();
 
   const DType kv_dtype = ParseKvCacheDtype(o.kv_cache_dtype);
   if (!(o.memory_utilization > 0 && o.memory_utilization <= 1))

@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "server/api_error.h"
 #include "server/logprobs_format.h"
+#include "server/memory_release.h"
 #include "server/routes.h"
 
 namespace moeserve::server {
@@ -144,6 +145,7 @@ void FilterCalls(ChatChoice& c, const std::string& only, std::vector<chat::ToolC
 
 void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
                            httplib::Response& res) {
+  const ReleaseAfterLargeRequest release_memory(req.body.size());  // destroyed last
   const Json body = ParseBody(req.body);
   CheckModel(body, ctx);
   if (!ctx.chat_template)

@@ -3,6 +3,7 @@
 
 #include "server/api_error.h"
 #include "server/logprobs_format.h"
+#include "server/memory_release.h"
 #include "server/routes.h"
 
 namespace moeserve::server {
@@ -107,6 +108,7 @@ struct ChoiceState {
 }  // namespace
 
 void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  const ReleaseAfterLargeRequest release_memory(req.body.size());  // destroyed last
   const Json body = ParseBody(req.body);
   CheckModel(body, ctx);
   if (auto suffix = body.find("suffix"); suffix != body.end() && !suffix->is_null())

@@ -1,7 +1,7 @@
 // Work limits (issue 14): a small request must not buy a large share of the server. Each limit
 // answers 400 with an OpenAI error body that names the limit's flag, before the work is done;
 // template inputs cannot replace what the server validated; the API key guards every route but
-// the probes. Runs against the scripted engine.
+// the probes; memory that large requests used comes back. Runs against the scripted engine.
 import assert from 'node:assert/strict';
 import { startServer, test, run, writeTemp, post, rssKb, sleep } from './harness.mjs';
 
@@ -126,6 +126,30 @@ test('--api-key guards /tokenize and /detokenize too; /health, /metrics, /versio
   }
   for (const route of ['/health', '/metrics', '/version']) assert.equal((await fetch(s.base + route)).status, 200, route);
   assert.equal((await fetch(s.base + '/v1/models')).status, 401);
+});
+
+// RSS: a generous functional bound (timings are never checked). Concurrent 5 MB requests, each
+// on a new connection, used to leave their parse peaks resident in per-thread malloc arenas.
+test('RSS comes back after bursts of large requests', async () => {
+  const t = await startServer(['--scripted-output', writeTemp('r.txt', 'x'), '--max-model-len', '256']);
+  try {
+    const big = JSON.stringify({ messages: Array.from({ length: 2000 }, () => ({ role: 'user', content: 'word '.repeat(500) })) });
+    assert.ok(big.length > 5e6);
+    await post(t.base, '/v1/chat/completions', big, { connection: 'close' });
+    await sleep(200);
+    const idle = rssKb(t.proc.pid);
+    const peaks = [];
+    for (let round = 0; round < 3; ++round) {
+      const rs = await Promise.all(Array.from({ length: 8 }, () =>
+        post(t.base, '/v1/chat/completions', big, { connection: 'close' })));
+      for (const r of rs) assert.equal(r.status, 400);  // longer than max_model_len: refused after rendering
+      await sleep(200);
+      peaks.push(rssKb(t.proc.pid));
+    }
+    console.log(`  RSS idle ${idle} kB, after each burst of 8 x 5 MB: ${peaks.join(', ')} kB`);
+    assert.ok(peaks[2] < idle + 64 * 1024, `RSS ${peaks[2]} kB vs ${idle} kB idle`);
+    await stillServes(t, {});
+  } finally { await t.stop(); }
 });
 
 await run(async () => { await s.stop(); });
