@@ -38,6 +38,7 @@ test('400 prompts x n = 51,200 sequences from a 2 KB body -> 400 naming --max-se
 test('10^6 empty messages -> 400 naming --max-messages-per-request', async () => {
   const body = `{"messages": [${Array(1e6).fill('{"role":"user","content":""}').join(',')}]}`;
   isLimit(await post(s.base, '/v1/chat/completions', body, auth), 'max-messages-per-request', 'messages');
+  isLimit(await post(s.base, '/tokenize', body, auth), 'max-messages-per-request', 'messages');
   await stillServes();
 });
 
