@@ -87,8 +87,8 @@ model::Batch LLMEngine::BuildBatch(const ScheduledStep& step, std::vector<size_t
     const size_t row0 = batch.token_ids.size();
     batch.token_ids.insert(batch.token_ids.end(), s.token_ids.begin(), s.token_ids.end());
     batch.seqs.push_back({s.num_new_tokens, s.context_len, s.block_table});
-    const bool wants_prompt = s.seq->params().prompt_logprobs >= 0 &&
-                              s.context_len < s.seq->num_prompt_tokens();
+    const bool wants_prompt =
+        s.seq->params().prompt_logprobs >= 0 && s.context_len < s.seq->num_prompt_tokens();
     if (wants_prompt || s.needs_logits) first_row[i] = batch.logits_rows.size();
     if (wants_prompt) {
       for (size_t r = 0; r < s.num_new_tokens; ++r)
@@ -169,7 +169,8 @@ bool LLMEngine::Step() {
     ++stats_.steps;
     for (const ScheduledSeq& s : step.seqs) {
       if (s.context_len < s.seq->num_prompt_tokens())
-        stats_.prompt_tokens += std::min(s.num_new_tokens, s.seq->num_prompt_tokens() - s.context_len);
+        stats_.prompt_tokens +=
+            std::min(s.num_new_tokens, s.seq->num_prompt_tokens() - s.context_len);
     }
     stats_.generation_tokens += outputs.size();
   }

@@ -38,8 +38,8 @@ struct TokenLogprobs {
 // What a sequence produced in one step.
 struct EngineOutput {
   uint64_t request_id = 0;
-  std::vector<int32_t> new_tokens;           // 0 or 1 per step
-  std::vector<TokenLogprobs> new_logprobs;   // parallel to new_tokens when params.logprobs >= 0
+  std::vector<int32_t> new_tokens;          // 0 or 1 per step
+  std::vector<TokenLogprobs> new_logprobs;  // parallel to new_tokens when params.logprobs >= 0
   // With the first output only, when params.prompt_logprobs >= 0: one entry per prompt token;
   // the first has no logprob (nullopt), as in vLLM.
   std::vector<std::optional<TokenLogprobs>> prompt_logprobs;

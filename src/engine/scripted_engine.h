@@ -67,7 +67,7 @@ class ScriptedEngine final : public EngineInterface {
   std::optional<uint64_t> advancing_;
   bool advancing_aborted_ = false;
   std::condition_variable advanced_;  // signalled when advancing_ is reset
-  EngineStats stats_;  // guarded by mu_
+  EngineStats stats_;                 // guarded by mu_
   std::thread thread_;
 };
 

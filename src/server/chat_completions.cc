@@ -152,7 +152,8 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
     throw BadRequest("this model has no chat template; start the server with --chat-template");
   auto messages_it = body.find("messages");
   if (messages_it == body.end()) throw BadRequest("'messages' is required", "messages");
-  const Json messages = chat::ParseToolCallArguments(NormalizeMessages(*messages_it, ctx.config.limits));
+  const Json messages =
+      chat::ParseToolCallArguments(NormalizeMessages(*messages_it, ctx.config.limits));
   const ToolSettings tools = ParseTools(body, ctx);
   ParsedSampling ps = ParseSampling(body, ctx, /*chat=*/true);
   engine::SamplingParams& params = ps.params;
@@ -186,9 +187,9 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
     for (const auto& [k, v] : kw->items()) {
       // The renderer's own variables come from the validated request, never from here.
       if (IsReservedTemplateVariable(k))
-        throw BadRequest("'chat_template_kwargs' cannot set '" + k +
-                             "': the server sets it from the request",
-                         "chat_template_kwargs");
+        throw BadRequest(
+            "'chat_template_kwargs' cannot set '" + k + "': the server sets it from the request",
+            "chat_template_kwargs");
       extra[k] = v;
     }
   }
@@ -373,8 +374,8 @@ void HandleChatCompletions(ServingContext& ctx, const httplib::Request& req,
       [id, created, model, choices, include_usage, prompt_tokens](auto& write) {
         size_t completion_tokens = 0;
         for (const auto& c : *choices) completion_tokens += c.output_tokens;
-        return WriteSseStreamEnd(write, id, "chat.completion.chunk", created, model, include_usage, prompt_tokens,
-                                 completion_tokens);
+        return WriteSseStreamEnd(write, id, "chat.completion.chunk", created, model, include_usage,
+                                 prompt_tokens, completion_tokens);
       });
 }
 

@@ -233,8 +233,8 @@ void HandleCompletions(ServingContext& ctx, const httplib::Request& req, httplib
       [id, created, model, choices, include_usage, prompt_tokens](auto& write) {
         size_t completion_tokens = 0;
         for (const auto& c : *choices) completion_tokens += c.output_tokens;
-        return WriteSseStreamEnd(write, id, "text_completion", created, model, include_usage, prompt_tokens,
-                                 completion_tokens);
+        return WriteSseStreamEnd(write, id, "text_completion", created, model, include_usage,
+                                 prompt_tokens, completion_tokens);
       });
 }
 

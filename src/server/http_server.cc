@@ -43,7 +43,8 @@ void Tokenize(ServingContext& ctx, const httplib::Request& req, httplib::Respons
     if (!ctx.chat_template) throw BadRequest("this model has no chat template");
     const Json& m = body["messages"];
     if (!m.is_array()) throw BadRequest("'messages' must be a list", "messages");
-    CheckLimit(m.size(), ctx.config.limits.max_messages, "the number of messages", "max-messages-per-request", "messages");
+    CheckLimit(m.size(), ctx.config.limits.max_messages, "the number of messages",
+               "max-messages-per-request", "messages");
     std::string prompt;
     try {
       prompt =

@@ -17,10 +17,13 @@ bool IsReservedTemplateVariable(std::string_view name) {
   // Set by ApplyChatTemplate and the chat route (chat/chat_template.cc, chat_completions.cc),
   // HF apply_chat_template's own arguments, and the interpreter's globals (jinja/builtins.cc).
   static constexpr std::string_view kReserved[] = {
-      "messages",  "tools",     "documents",      "add_generation_prompt", "continue_final_message",
-      "bos_token", "eos_token", "chat_template",  "tokenize",              "raise_exception",
-      "range",     "namespace", "dict",           "strftime_now",          "true",
-      "false",     "none",      "True",           "False",                 "None"};
+      // what the renderer sets
+      "messages", "tools", "documents", "add_generation_prompt", "continue_final_message",
+      "bos_token", "eos_token", "chat_template", "tokenize",
+      // interpreter globals
+      "raise_exception", "range", "namespace", "dict", "strftime_now", "true", "false", "none",
+      "True", "False", "None",  //
+  };
   for (std::string_view r : kReserved)
     if (name == r) return true;
   return false;

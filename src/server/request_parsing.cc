@@ -96,8 +96,8 @@ std::vector<std::string> ParseStop(const Json& body, const RequestLimits& limits
   if (!f->is_string() && !f->is_array()) WrongType("stop", "a string or a list of strings");
   const Json single = f->is_string() ? Json::array({*f}) : Json();
   const Json& list = f->is_string() ? single : *f;
-  CheckLimit(list.size(), limits.max_stop_strings, "the number of stop strings",
-             "max-stop-strings", "stop");
+  CheckLimit(list.size(), limits.max_stop_strings, "the number of stop strings", "max-stop-strings",
+             "stop");
   size_t bytes = 0;
   for (const Json& s : list) {
     if (!s.is_string()) WrongType("stop", "a string or a list of strings");

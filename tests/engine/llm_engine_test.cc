@@ -3,14 +3,14 @@
 // logprob has a closed form. Checks how batches are built from the scheduled sequences, prompt
 // logprobs over chunked prefills, and the Abort contract (engine_interface.h): no sink call after
 // Abort returns, KV blocks freed by the next step.
+#include "engine/llm_engine.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
 #include <functional>
 #include <thread>
-
-#include "engine/llm_engine.h"
 
 namespace moeserve::engine {
 namespace {
@@ -19,8 +19,12 @@ constexpr size_t kVocab = 32;
 constexpr float kPeak = 10.0f;  // the logit of the next token; every other logit is 0
 
 // log_softmax of a row with one kPeak and kVocab - 1 zeros.
-float PeakLogprob() { return kPeak - std::log(std::exp(kPeak) + float(kVocab - 1)); }
-float OtherLogprob() { return -std::log(std::exp(kPeak) + float(kVocab - 1)); }
+float PeakLogprob() {
+  return kPeak - std::log(std::exp(kPeak) + float(kVocab - 1));
+}
+float OtherLogprob() {
+  return -std::log(std::exp(kPeak) + float(kVocab - 1));
+}
 
 class CountingModel final : public model::Model {
  public:

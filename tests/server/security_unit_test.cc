@@ -44,8 +44,8 @@ TEST(ApiKey, OnlyTheExactBearerHeaderMatches) {
 
 TEST(ApiKey, OnlyProbesArePublic) {
   for (const char* p : {"/health", "/metrics", "/version"}) EXPECT_TRUE(IsPublicRoute(p)) << p;
-  for (const char* p : {"/tokenize", "/detokenize", "/v1/models", "/v1/completions", "/health/x",
-                        "/", "/anything"})
+  for (const char* p :
+       {"/tokenize", "/detokenize", "/v1/models", "/v1/completions", "/health/x", "/", "/anything"})
     EXPECT_FALSE(IsPublicRoute(p)) << p;
 }
 
