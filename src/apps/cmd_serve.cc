@@ -21,6 +21,7 @@
 #include "engine/scripted_engine.h"
 #include "model/registry.h"
 #include "server/http_server.h"
+#include "server/memory_release.h"
 
 namespace moeserve::apps {
 namespace {
@@ -57,6 +58,18 @@ std::string ReadFile(const std::string& path) {
 
 size_t PhysicalMemoryBytes() {
   return static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
+}
+
+// An upper bound on the text bytes one token covers: the longest decoded token, times 4 for
+// normalizers that shrink text before tokenizing (NFC composes 3-byte sequences into 2 bytes).
+// A prompt longer than max_model_len times this is refused before it is tokenized.
+size_t MaxBytesPerToken(const tokenizer::Tokenizer& tok) {
+  size_t longest = 1;
+  for (size_t id = 0; id < tok.VocabSize(); ++id) {
+    const int32_t one[] = {static_cast<int32_t>(id)};
+    longest = std::max(longest, tok.Decode(one, /*skip_special_tokens=*/false).size());
+  }
+  return 4 * longest;
 }
 
 // vLLM parser names; "auto" picks from the architecture.
@@ -125,6 +138,7 @@ int RunServe(ServeOptions& o) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
+  server::ConfigureMallocForServing();
 
   const DType kv_dtype = ParseKvCacheDtype(o.kv_cache_dtype);
   if (!(o.memory_utilization > 0 && o.memory_utilization <= 1))
@@ -219,6 +233,7 @@ int RunServe(ServeOptions& o) {
   ctx.chat_template = tmpl ? &*tmpl : nullptr;
   ctx.bos_token = chat_cfg.bos_token;
   ctx.eos_token = chat_cfg.eos_token;
+  ctx.max_bytes_per_token = MaxBytesPerToken(tok);
   ctx.config = sc;
   ctx.created_unix_s = static_cast<int64_t>(std::time(nullptr));
   int rc = 0;
@@ -245,7 +260,8 @@ CommandRegistration reg{
       sub.add_option("--served-model-name", s.served_model_name,
                      "Model name in the API (default: the model folder's name)");
       sub.add_option("--api-key", s.api_key,
-                     "Require 'Authorization: Bearer KEY' on /v1/* (also env MOESERVE_API_KEY)");
+                     "Require 'Authorization: Bearer KEY' on every route but /health, /metrics, "
+                     "/version (also env MOESERVE_API_KEY)");
       sub.add_option("--chat-template", o->chat_template_file,
                      "Jinja chat template file (default: the model's tokenizer_config.json)");
       sub.add_option("--reasoning-parser", o->reasoning_parser,
@@ -287,6 +303,23 @@ CommandRegistration reg{
                    "Enable prefix caching (default)");
       sub.add_option("--seed", o->seed, "Seed for requests that bring none");
       sub.add_option("--max-request-bytes", s.max_body_bytes, "Largest request body, Content-Length or chunked (413 above)")
+          ->capture_default_str();
+      auto& lim = s.limits;
+      sub.add_option("--max-sequences-per-request", lim.max_sequences,
+                     "Most engine sequences one request creates (prompts x n); more is a 400")
+          ->capture_default_str();
+      sub.add_option("--max-messages-per-request", lim.max_messages,
+                     "Most chat messages in one request (checked before rendering)")
+          ->capture_default_str();
+      sub.add_option("--max-stop-strings", lim.max_stop_strings, "Most stop strings per request")
+          ->capture_default_str();
+      sub.add_option("--max-stop-bytes", lim.max_stop_bytes,
+                     "Most bytes of all stop strings of a request together")
+          ->capture_default_str();
+      sub.add_option("--max-tools", lim.max_tools, "Most tools in one chat request")
+          ->capture_default_str();
+      sub.add_option("--max-tools-bytes", lim.max_tools_bytes,
+                     "Most JSON bytes of one chat request's tools together")
           ->capture_default_str();
       sub.add_option("--drain-timeout", s.drain_timeout_s,
                      "Seconds to let running requests finish on SIGINT/SIGTERM; then streams "

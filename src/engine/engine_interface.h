@@ -21,7 +21,9 @@ class EngineInterface {
   // Thread-safe. "" when queued, else why the request can never run (a 400 message).
   virtual std::string AddRequest(uint64_t id, std::vector<int32_t> prompt, SamplingParams params,
                                  std::shared_ptr<RequestSink> sink) = 0;
-  // Thread-safe. No more calls reach the request's sink; its KV blocks are freed at once.
+  // Thread-safe. When Abort returns, the request's sink is not running and is never called again
+  // (a call in progress on the engine thread is waited for, so a sink must not call Abort). The
+  // request's KV blocks are freed by the engine's next step. Unknown or finished ids are ignored.
   virtual void Abort(uint64_t id) = 0;
   // Thread-safe snapshot of gauges and counters.
   virtual EngineStats Stats() const = 0;

@@ -30,14 +30,23 @@ std::string LLMEngine::AddRequest(uint64_t id, std::vector<int32_t> prompt, Samp
   if (std::string e = scheduler_.CheckAdmissible(prompt.size(), params.max_tokens); !e.empty())
     return e;
   {
+    std::lock_guard lock(sinks_mu_);
+    sinks_[id] = std::move(sink);
+  }
+  {
     std::lock_guard lock(mu_);
-    incoming_.push_back({id, std::move(prompt), std::move(params), std::move(sink)});
+    incoming_.push_back({id, std::move(prompt), std::move(params)});
   }
   wake_.notify_one();
   return "";
 }
 
 void LLMEngine::Abort(uint64_t id) {
+  {
+    // Waits for a sink call in progress; after this no call can reach the sink.
+    std::lock_guard lock(sinks_mu_);
+    sinks_.erase(id);
+  }
   {
     std::lock_guard lock(mu_);
     aborts_.push_back(id);
@@ -61,14 +70,10 @@ void LLMEngine::DrainQueues() {
     incoming.swap(incoming_);
     aborts.swap(aborts_);
   }
-  for (Pending& p : incoming) {
-    const uint64_t id = p.id;
-    scheduler_.AddSequence(id, std::move(p.prompt), std::move(p.params));
-    sinks_[id] = std::move(p.sink);
-  }
+  for (Pending& p : incoming)
+    scheduler_.AddSequence(p.id, std::move(p.prompt), std::move(p.params));
   for (uint64_t id : aborts) {
     scheduler_.Abort(id);
-    sinks_.erase(id);
     prompt_logprobs_.erase(id);
   }
 }
@@ -82,8 +87,8 @@ model::Batch LLMEngine::BuildBatch(const ScheduledStep& step, std::vector<size_t
     const size_t row0 = batch.token_ids.size();
     batch.token_ids.insert(batch.token_ids.end(), s.token_ids.begin(), s.token_ids.end());
     batch.seqs.push_back({s.num_new_tokens, s.context_len, s.block_table});
-    const bool wants_prompt = s.seq->params().prompt_logprobs >= 0 &&
-                              s.context_len < s.seq->num_prompt_tokens();
+    const bool wants_prompt =
+        s.seq->params().prompt_logprobs >= 0 && s.context_len < s.seq->num_prompt_tokens();
     if (wants_prompt || s.needs_logits) first_row[i] = batch.logits_rows.size();
     if (wants_prompt) {
       for (size_t r = 0; r < s.num_new_tokens; ++r)
@@ -164,7 +169,8 @@ bool LLMEngine::Step() {
     ++stats_.steps;
     for (const ScheduledSeq& s : step.seqs) {
       if (s.context_len < s.seq->num_prompt_tokens())
-        stats_.prompt_tokens += std::min(s.num_new_tokens, s.seq->num_prompt_tokens() - s.context_len);
+        stats_.prompt_tokens +=
+            std::min(s.num_new_tokens, s.seq->num_prompt_tokens() - s.context_len);
     }
     stats_.generation_tokens += outputs.size();
   }
@@ -178,8 +184,6 @@ bool LLMEngine::Step() {
     auto it = std::find_if(outputs.begin(), outputs.end(),
                            [&](const SeqOutput& o) { return o.seq == seq; });
     if (it == outputs.end()) continue;  // aborted meanwhile
-    auto sink_it = sinks_.find(seq->id());
-    if (sink_it == sinks_.end()) continue;
     EngineOutput out;
     out.request_id = seq->id();
     out.new_tokens = {it->token};
@@ -194,13 +198,15 @@ bool LLMEngine::Step() {
     out.num_prompt_tokens = seq->num_prompt_tokens();
     out.num_output_tokens = seq->num_output_tokens();
     out.num_cached_tokens = seq->num_cached_prompt_tokens();
-    std::optional<std::string> stop = sink_it->second->OnOutput(out);
-    if (out.finished) {
-      sinks_.erase(sink_it);
-    } else if (stop) {
-      scheduler_.FinishSequence(seq->id(), FinishReason::kStop, *stop);
-      sinks_.erase(sink_it);
+    std::optional<std::string> stop;
+    {
+      std::lock_guard lock(sinks_mu_);
+      auto sink_it = sinks_.find(seq->id());
+      if (sink_it == sinks_.end()) continue;  // aborted: its blocks go at the next step
+      stop = sink_it->second->OnOutput(out);
+      if (out.finished || stop) sinks_.erase(sink_it);
     }
+    if (!out.finished && stop) scheduler_.FinishSequence(seq->id(), FinishReason::kStop, *stop);
   }
   PublishStats();
   return true;

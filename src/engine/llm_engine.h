@@ -8,7 +8,8 @@
 // sequence, which may end it on a stop string -> free finished sequences' blocks.
 //
 // Thread-safety: AddRequest, Abort, Stats are safe from any thread. Step / RunLoop run on the
-// single engine thread. Sinks are called on the engine thread and must not block.
+// single engine thread. Sinks are called on the engine thread, one at a time, and must not block
+// or call back into the engine.
 #pragma once
 
 #include <atomic>
@@ -37,8 +38,8 @@ struct TokenLogprobs {
 // What a sequence produced in one step.
 struct EngineOutput {
   uint64_t request_id = 0;
-  std::vector<int32_t> new_tokens;           // 0 or 1 per step
-  std::vector<TokenLogprobs> new_logprobs;   // parallel to new_tokens when params.logprobs >= 0
+  std::vector<int32_t> new_tokens;          // 0 or 1 per step
+  std::vector<TokenLogprobs> new_logprobs;  // parallel to new_tokens when params.logprobs >= 0
   // With the first output only, when params.prompt_logprobs >= 0: one entry per prompt token;
   // the first has no logprob (nullopt), as in vLLM.
   std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
@@ -80,8 +81,8 @@ class LLMEngine final : public EngineInterface {
   // Thread-safe. Returns "" when queued, else why the request can never run (a 400 message).
   std::string AddRequest(uint64_t id, std::vector<int32_t> prompt, SamplingParams params,
                          std::shared_ptr<RequestSink> sink) override;
-  // Thread-safe. The request's blocks are freed at the start of the next step; no more calls
-  // reach its sink.
+  // Thread-safe; the contract is EngineInterface::Abort's (no sink call after it returns, blocks
+  // freed by the next step).
   void Abort(uint64_t id) override;
 
   // Engine thread: one step. Returns false when there was nothing to do.
@@ -104,7 +105,6 @@ class LLMEngine final : public EngineInterface {
     uint64_t id;
     std::vector<int32_t> prompt;
     SamplingParams params;
-    std::shared_ptr<RequestSink> sink;
   };
   void DrainQueues();
   // Copies scheduler and cache gauges into stats_ for other threads (engine thread only).
@@ -126,8 +126,12 @@ class LLMEngine final : public EngineInterface {
   std::vector<uint64_t> aborts_;
   bool shutdown_ = false;
 
+  // The sinks of live requests. Abort removes a sink under sinks_mu_, and the engine thread holds
+  // sinks_mu_ while it calls one, so no call can start or still run once Abort has returned.
+  std::mutex sinks_mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<RequestSink>> sinks_;  // guarded by sinks_mu_
+
   // Engine-thread state.
-  std::unordered_map<uint64_t, std::shared_ptr<RequestSink>> sinks_;
   std::unordered_map<uint64_t, std::vector<std::optional<TokenLogprobs>>> prompt_logprobs_;
   EngineStats stats_;  // guarded by mu_; gauges refreshed after every step
 };

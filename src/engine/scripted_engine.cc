@@ -48,8 +48,12 @@ std::string ScriptedEngine::AddRequest(uint64_t id, std::vector<int32_t> prompt,
 }
 
 void ScriptedEngine::Abort(uint64_t id) {
-  std::lock_guard lock(mu_);
-  if (requests_.erase(id) == 0 && advancing_ == id) advancing_aborted_ = true;
+  std::unique_lock lock(mu_);
+  if (requests_.erase(id) == 0 && advancing_ == id) {
+    advancing_aborted_ = true;
+    // The sink is running on the engine thread: wait until that call is over (the contract).
+    advanced_.wait(lock, [&] { return advancing_ != id; });
+  }
 }
 
 size_t ScriptedEngine::BlocksOf(const Request& r) const {
@@ -140,6 +144,7 @@ void ScriptedEngine::Run() {
       lock.lock();
       ++stats_.generation_tokens;
       advancing_.reset();
+      advanced_.notify_all();
       // An Abort(id) that arrived while the sink ran must still win.
       if (!done && !advancing_aborted_) requests_.emplace(id, std::move(r));
     }

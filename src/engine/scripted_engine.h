@@ -66,7 +66,8 @@ class ScriptedEngine final : public EngineInterface {
   // The request whose sink runs right now (outside requests_), and whether Abort hit it.
   std::optional<uint64_t> advancing_;
   bool advancing_aborted_ = false;
-  EngineStats stats_;  // guarded by mu_
+  std::condition_variable advanced_;  // signalled when advancing_ is reset
+  EngineStats stats_;                 // guarded by mu_
   std::thread thread_;
 };
 

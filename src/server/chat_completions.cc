@@ -11,16 +11,19 @@
 #include "core/check.h"
 #include "server/api_error.h"
 #include "server/logprobs_format.h"
+#include "server/memory_release.h"
 #include "server/routes.h"
 
 namespace moeserve::server {
 namespace {
 
 // OpenAI content parts -> one string (text parts joined by "\n", as vLLM does for string
-// templates).
-Json NormalizeMessages(const Json& messages) {
+// templates). The message count is checked first: the template's work grows with it.
+Json NormalizeMessages(const Json& messages, const RequestLimits& limits) {
   if (!messages.is_array() || messages.empty())
     throw BadRequest("'messages' must be a non-empty list", "messages");
+  CheckLimit(messages.size(), limits.max_messages, "the number of messages",
+             "max-messages-per-request", "messages");
   Json out = Json::array();
   for (const Json& m : messages) {
     if (!m.is_object()) throw BadRequest("each message must be an object", "messages");
@@ -58,6 +61,10 @@ ToolSettings ParseTools(const Json& body, const ServingContext& ctx) {
   auto tools = body.find("tools");
   if (tools != body.end() && !tools->is_null()) {
     if (!tools->is_array()) throw BadRequest("'tools' must be a list", "tools");
+    const RequestLimits& limits = ctx.config.limits;
+    CheckLimit(tools->size(), limits.max_tools, "the number of tools", "max-tools", "tools");
+    CheckLimit(DumpJson(*tools).size(), limits.max_tools_bytes, "the JSON bytes of 'tools'",
+               "max-tools-bytes", "tools");
     for (const Json& tool : *tools) {
       if (!tool.is_object() || !tool.contains("function") || !tool["function"].is_object() ||
           !tool["function"].contains("name") || !tool["function"]["name"].is_string())
@@ -137,16 +144,20 @@ void FilterCalls(ChatChoice& c, const std::string& only, std::vector<chat::ToolC
 }  // namespace
 
 void HandleChatCompletions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
+  const ReleaseAfterLargeRequest release_memory(req.body.size());  // destroyed last
   const Json body = ParseBody(req.body);
   CheckModel(body, ctx);
   if (!ctx.chat_template)
     throw BadRequest("this model has no chat template; start the server with --chat-template");
   auto messages_it = body.find("messages");
   if (messages_it == body.end()) throw BadRequest("'messages' is required", "messages");
-  const Json messages = chat::ParseToolCallArguments(NormalizeMessages(*messages_it));
+  const Json messages =
+      chat::ParseToolCallArguments(NormalizeMessages(*messages_it, ctx.config.limits));
   const ToolSettings tools = ParseTools(body, ctx);
   ParsedSampling ps = ParseSampling(body, ctx, /*chat=*/true);
   engine::SamplingParams& params = ps.params;
+  CheckLimit(static_cast<size_t>(params.n), ctx.config.limits.max_sequences,
+             "the sequences this request asks for ('n')", "max-sequences-per-request", "n");
   const bool want_logprobs = GetBool(body, "logprobs").value_or(false);
   const std::optional<int64_t> top_logprobs = GetInt(body, "top_logprobs");
   if (top_logprobs && (*top_logprobs < 0 || *top_logprobs > engine::SamplingParams::kMaxLogprobs))
@@ -172,7 +183,14 @@ void HandleChatCompletions(ServingContext& ctx, const HttpRequest& req, HttpResp
   if (auto kw = body.find("chat_template_kwargs"); kw != body.end() && !kw->is_null()) {
     if (!kw->is_object())
       throw BadRequest("'chat_template_kwargs' must be an object", "chat_template_kwargs");
-    for (const auto& [k, v] : kw->items()) extra[k] = v;
+    for (const auto& [k, v] : kw->items()) {
+      // The renderer's own variables come from the validated request, never from here.
+      if (IsReservedTemplateVariable(k))
+        throw BadRequest(
+            "'chat_template_kwargs' cannot set '" + k + "': the server sets it from the request",
+            "chat_template_kwargs");
+      extra[k] = v;
+    }
   }
 
   std::string prompt;
@@ -182,6 +200,7 @@ void HandleChatCompletions(ServingContext& ctx, const HttpRequest& req, HttpResp
   } catch (const Error& e) {
     throw BadRequest(std::string("chat template: ") + e.what(), "messages");
   }
+  CheckPromptBytes(prompt.size(), ctx, "messages");
   if (continue_final) {
     // Cut what the template appended after the final message (end-of-turn tokens).
     const Json& last = messages.back();
@@ -353,8 +372,8 @@ void HandleChatCompletions(ServingContext& ctx, const HttpRequest& req, HttpResp
       [id, created, model, choices, include_usage, prompt_tokens](auto& write) {
         size_t completion_tokens = 0;
         for (const auto& c : *choices) completion_tokens += c.output_tokens;
-        return WriteSseStreamEnd(write, id, "chat.completion.chunk", created, model, include_usage, prompt_tokens,
-                                 completion_tokens);
+        return WriteSseStreamEnd(write, id, "chat.completion.chunk", created, model, include_usage,
+                                 prompt_tokens, completion_tokens);
       });
 }
 

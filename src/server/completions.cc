@@ -3,6 +3,7 @@
 
 #include "server/api_error.h"
 #include "server/logprobs_format.h"
+#include "server/memory_release.h"
 #include "server/routes.h"
 
 namespace moeserve::server {
@@ -42,14 +43,21 @@ std::vector<int32_t> TokenIds(const Json& list, const ServingContext& ctx) {
   return ids;
 }
 
-// prompt: a string, a list of strings, a list of token ids or a list of token-id lists.
-std::vector<Prompt> ParsePrompts(const Json& body, const ServingContext& ctx) {
+// prompt: a string, a list of strings, a list of token ids or a list of token-id lists. Each
+// prompt becomes n engine sequences: their number is checked before any prompt is tokenized.
+std::vector<Prompt> ParsePrompts(const Json& body, const ServingContext& ctx, int n) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) throw BadRequest("'prompt' is required", "prompt");
   const Json& p = *it;
+  const bool many = p.is_array() && !p.empty() && (p[0].is_string() || p[0].is_array());
+  const size_t num_prompts = many ? p.size() : 1;
+  CheckLimit(num_prompts * static_cast<size_t>(n), ctx.config.limits.max_sequences,
+             "the sequences this request asks for ('prompt' count x 'n')",
+             "max-sequences-per-request", "prompt");
   std::vector<Prompt> out;
   auto from_text = [&](const std::string& s) {
     if (s.empty()) throw BadRequest("'prompt' must not be empty", "prompt");
+    CheckPromptBytes(s.size(), ctx, "prompt");
     out.push_back({ctx.tokenizer.Encode(s, /*add_special_tokens=*/true), s});
   };
   auto from_ids = [&](const Json& list) {
@@ -96,6 +104,7 @@ struct ChoiceState {
 }  // namespace
 
 void HandleCompletions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
+  const ReleaseAfterLargeRequest release_memory(req.body.size());  // destroyed last
   const Json body = ParseBody(req.body);
   CheckModel(body, ctx);
   if (auto suffix = body.find("suffix"); suffix != body.end() && !suffix->is_null())
@@ -121,7 +130,7 @@ void HandleCompletions(ServingContext& ctx, const HttpRequest& req, HttpResponse
     include_usage = GetBool(*so, "include_usage").value_or(false);
   }
   ValidateSampling(params, ctx);
-  auto prompts_ptr = std::make_shared<const std::vector<Prompt>>(ParsePrompts(body, ctx));
+  auto prompts_ptr = std::make_shared<const std::vector<Prompt>>(ParsePrompts(body, ctx, params.n));
   const std::vector<Prompt>& prompts = *prompts_ptr;
 
   auto gen = std::make_unique<Generation>(ctx);
@@ -219,8 +228,8 @@ void HandleCompletions(ServingContext& ctx, const HttpRequest& req, HttpResponse
       [id, created, model, choices, include_usage, prompt_tokens](auto& write) {
         size_t completion_tokens = 0;
         for (const auto& c : *choices) completion_tokens += c.output_tokens;
-        return WriteSseStreamEnd(write, id, "text_completion", created, model, include_usage, prompt_tokens,
-                                 completion_tokens);
+        return WriteSseStreamEnd(write, id, "text_completion", created, model, include_usage,
+                                 prompt_tokens, completion_tokens);
       });
 }
 

@@ -1,6 +1,7 @@
 #include "server/generation.h"
 
 #include "server/api_error.h"
+#include "server/stop_matcher.h"
 
 namespace moeserve::server {
 namespace {
@@ -8,15 +9,15 @@ namespace {
 // Runs on the engine thread: detokenizes, finds stop strings, posts updates.
 class ChoiceSink final : public engine::RequestSink {
  public:
-  ChoiceSink(const tokenizer::Tokenizer& tok, const TextOptions& opts, size_t choice,
+  ChoiceSink(const tokenizer::Tokenizer& tok, const TextOptions& opts,
+             std::shared_ptr<const StopPatterns> stops, size_t choice,
              std::shared_ptr<UpdateChannel> channel)
       : tok_(tok),
         opts_(opts),
         detok_(tok, /*skip_special_tokens=*/false),
+        stops_(std::move(stops)),
         choice_(choice),
-        channel_(std::move(channel)) {
-    for (const auto& s : opts_.stop) max_stop_ = std::max(max_stop_, s.size());
-  }
+        channel_(std::move(channel)) {}
 
   std::optional<std::string> OnOutput(const engine::EngineOutput& out) override {
     ChoiceUpdate u;
@@ -29,15 +30,16 @@ class ChoiceSink final : public engine::RequestSink {
     u.cached_tokens = out.num_cached_tokens;
     // The token that ended the request with "stop" is an EOS or stop token id: not text.
     const bool terminal_token = out.finished && out.reason == engine::FinishReason::kStop;
+    std::string fresh;
     for (size_t i = 0; i < out.new_tokens.size(); ++i) {
       const int32_t t = out.new_tokens[i];
       if (terminal_token && i + 1 == out.new_tokens.size()) continue;
       if (opts_.skip_special_tokens && tok_.IsSpecial(t) && !opts_.keep_token_ids.count(t))
         continue;
-      pending_ += detok_.Push(t);
+      fresh += detok_.Push(t);
     }
-    if (out.finished) pending_ += detok_.Flush();
-    std::optional<std::string> hit = Release(out.finished, u.text);
+    if (out.finished) fresh += detok_.Flush();
+    std::optional<std::string> hit = Release(fresh, out.finished, u.text);
     if (hit) {
       u.finished = true;
       u.finish_reason = "stop";
@@ -50,35 +52,21 @@ class ChoiceSink final : public engine::RequestSink {
   }
 
  private:
-  // Moves pending text that can no longer become part of a stop string into `text`. Returns the
-  // stop string when one is complete (the text after it is dropped).
-  std::optional<std::string> Release(bool final, std::string& text) {
-    size_t best = std::string::npos;
-    const std::string* which = nullptr;
-    for (const auto& s : opts_.stop) {
-      const size_t p = pending_.find(s);
-      if (p != std::string::npos && (p < best || (p == best && s.size() > which->size()))) {
-        best = p;
-        which = &s;
-      }
-    }
-    if (which) {
-      text += pending_.substr(0, opts_.include_stop_str_in_output ? best + which->size() : best);
+  // Appends `fresh` to the pending text and moves what can no longer become part of a stop
+  // string into `text`. Returns the stop string when one is complete (the text after it is
+  // dropped). The matcher sees each byte once, so the cost per token is bounded by the stop-string
+  // limits whatever the held-back length.
+  std::optional<std::string> Release(const std::string& fresh, bool final, std::string& text) {
+    const size_t before = pending_.size();
+    pending_ += fresh;
+    if (std::optional<StopMatcher::Hit> hit = matcher_.Feed(fresh)) {
+      const std::string& stop = stops_->stop(hit->stop_index);
+      const size_t end = before + hit->end;
+      text += pending_.substr(0, opts_.include_stop_str_in_output ? end : end - stop.size());
       pending_.clear();
-      return *which;
+      return stop;
     }
-    // Hold back the longest suffix that is a proper prefix of a stop string.
-    size_t keep = 0;
-    if (!final) {
-      for (const auto& s : opts_.stop) {
-        for (size_t k = std::min(s.size() - 1, pending_.size()); k > keep; --k) {
-          if (pending_.compare(pending_.size() - k, k, s, 0, k) == 0) {
-            keep = k;
-            break;
-          }
-        }
-      }
-    }
+    const size_t keep = final ? 0 : matcher_.HeldBack();
     text += pending_.substr(0, pending_.size() - keep);
     pending_.erase(0, pending_.size() - keep);
     return std::nullopt;
@@ -87,10 +75,11 @@ class ChoiceSink final : public engine::RequestSink {
   const tokenizer::Tokenizer& tok_;
   const TextOptions opts_;
   tokenizer::StreamingDetokenizer detok_;
+  std::shared_ptr<const StopPatterns> stops_;
+  StopMatcher matcher_{stops_};
   const size_t choice_;
   std::shared_ptr<UpdateChannel> channel_;
-  std::string pending_;
-  size_t max_stop_ = 0;
+  std::string pending_;  // decoded text not yet released (a possible stop-string prefix)
 };
 
 double SecondsSince(std::chrono::steady_clock::time_point t0) {
@@ -134,6 +123,8 @@ Generation::~Generation() {
 void Generation::Start(const std::vector<std::vector<int32_t>>& prompts,
                        const engine::SamplingParams& params, const TextOptions& text) {
   const int n = params.n;
+  // Built once here (HTTP thread), shared by every choice's matcher on the engine thread.
+  auto stops = std::make_shared<const StopPatterns>(text.stop);
   for (size_t p = 0; p < prompts.size(); ++p) {
     for (int i = 0; i < n; ++i) {
       engine::SamplingParams sp = params;
@@ -141,7 +132,7 @@ void Generation::Start(const std::vector<std::vector<int32_t>>& prompts,
       if (sp.seed) sp.seed = *sp.seed + static_cast<uint64_t>(i);
       const size_t choice = engine_ids_.size();
       const uint64_t id = ctx_.next_request_id.fetch_add(1);
-      auto sink = std::make_shared<ChoiceSink>(ctx_.tokenizer, text, choice, channel_);
+      auto sink = std::make_shared<ChoiceSink>(ctx_.tokenizer, text, stops, choice, channel_);
       std::string err = ctx_.engine.AddRequest(id, prompts[p], sp, std::move(sink));
       if (!err.empty()) {
         AbortAll();

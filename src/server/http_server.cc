@@ -6,6 +6,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "server/api_error.h"
+#include "server/api_key.h"
 #include "server/routes.h"
 
 namespace moeserve::server {
@@ -41,6 +42,8 @@ void Tokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
     if (!ctx.chat_template) throw BadRequest("this model has no chat template");
     const Json& m = body["messages"];
     if (!m.is_array()) throw BadRequest("'messages' must be a list", "messages");
+    CheckLimit(m.size(), ctx.config.limits.max_messages, "the number of messages",
+               "max-messages-per-request", "messages");
     std::string prompt;
     try {
       prompt =
@@ -167,9 +170,9 @@ Handler HttpServer::Route(const HttpRequest& req, HttpResponse& res) {
     return nullptr;
   };
   if (!known_method) return not_allowed();
-  if (!ctx_.config.api_key.empty() && req.path.rfind("/v1/", 0) == 0) {
+  if (!ctx_.config.api_key.empty() && !IsPublicRoute(req.path)) {
     const std::string auth = req.Header("Authorization");
-    if (auth != "Bearer " + ctx_.config.api_key) {
+    if (!AuthorizationMatches(auth, ctx_.config.api_key)) {
       SendError(res, 401,
                 auth.empty() ? "missing API key: send 'Authorization: Bearer <key>'"
                              : "incorrect API key",

@@ -3,8 +3,9 @@
 //   POST /v1/completions, /v1/chat/completions     (completions.cc, chat_completions.cc)
 //   GET  /v1/models, /health, /metrics, /version   (HEAD too)
 //   POST /tokenize, /detokenize
-// /v1/* requires `Authorization: Bearer <api_key>` when an API key is configured. A method the
-// server does not implement, or a known path with the wrong method, is 405 with an Allow field.
+// With an API key configured, every route but /health, /metrics, /version requires
+// `Authorization: Bearer <api_key>` (api_key.h). A method the server does not implement, or a
+// known path with the wrong method, is 405 with an Allow field.
 //
 // Threads: Run() blocks the caller (the io thread); handlers that wait on the engine run on a pool
 // of config.http_threads workers. RequestShutdown() is async-signal-unsafe but thread-safe: call

@@ -87,19 +87,27 @@ int ClampInt(int64_t v, const char* name) {
   return static_cast<int>(v);
 }
 
-std::vector<std::string> ParseStop(const Json& body) {
+// A string or a list of strings; each non-empty (vLLM: "stop cannot contain an empty string"),
+// within the count and byte limits, checked before any is copied.
+std::vector<std::string> ParseStop(const Json& body, const RequestLimits& limits) {
   const Json* f = Field(body, "stop");
   std::vector<std::string> out;
   if (!f) return out;
-  if (f->is_string()) {
-    if (!f->get<std::string>().empty()) out.push_back(f->get<std::string>());
-    return out;
-  }
-  if (!f->is_array()) WrongType("stop", "a string or a list of strings");
-  for (const Json& s : *f) {
+  if (!f->is_string() && !f->is_array()) WrongType("stop", "a string or a list of strings");
+  const Json single = f->is_string() ? Json::array({*f}) : Json();
+  const Json& list = f->is_string() ? single : *f;
+  CheckLimit(list.size(), limits.max_stop_strings, "the number of stop strings", "max-stop-strings",
+             "stop");
+  size_t bytes = 0;
+  for (const Json& s : list) {
     if (!s.is_string()) WrongType("stop", "a string or a list of strings");
-    if (!s.get<std::string>().empty()) out.push_back(s.get<std::string>());
+    if (s.get_ref<const std::string&>().empty())
+      throw BadRequest("'stop' cannot contain an empty string", "stop");
+    bytes += s.get_ref<const std::string&>().size();
   }
+  CheckLimit(bytes, limits.max_stop_bytes, "the bytes of all stop strings", "max-stop-bytes",
+             "stop");
+  for (const Json& s : list) out.push_back(s.get<std::string>());
   return out;
 }
 
@@ -138,7 +146,7 @@ ParsedSampling ParseSampling(const Json& body, const ServingContext& ctx, bool c
   p.ignore_eos = GetBool(body, "ignore_eos").value_or(false);
   p.skip_special_tokens = GetBool(body, "skip_special_tokens").value_or(true);
   p.stop_token_ids = ParseIdList(body, "stop_token_ids");
-  p.stop = ParseStop(body);
+  p.stop = ParseStop(body, c.limits);
   const int64_t n = GetInt(body, "n").value_or(1);
   if (n < 1 || n > engine::SamplingParams::kMaxN)
     throw BadRequest("'n' must be in [1, " + std::to_string(engine::SamplingParams::kMaxN) +
@@ -178,6 +186,15 @@ ParsedSampling ParseSampling(const Json& body, const ServingContext& ctx, bool c
   r.text.skip_special_tokens = p.skip_special_tokens;
   r.text.include_stop_str_in_output = GetBool(body, "include_stop_str_in_output").value_or(false);
   return r;
+}
+
+void CheckPromptBytes(size_t bytes, const ServingContext& ctx, const char* param) {
+  const size_t max_len = ctx.engine.max_model_len();
+  if (ctx.max_bytes_per_token == 0 || bytes <= max_len * ctx.max_bytes_per_token) return;
+  throw BadRequest("This model's maximum context length is " + std::to_string(max_len) +
+                       " tokens. However, your prompt has " + std::to_string(bytes) +
+                       " bytes, more than " + std::to_string(max_len) + " tokens can hold.",
+                   param);
 }
 
 void ValidateSampling(const engine::SamplingParams& params, const ServingContext& ctx) {

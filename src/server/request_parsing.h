@@ -37,6 +37,10 @@ struct ParsedSampling {
 // temperature / top_p / top_k take the model's generation_config.json defaults.
 ParsedSampling ParseSampling(const Json& body, const ServingContext& ctx, bool chat);
 
+// 400 (the context-length error) when a text of `bytes` bytes is certainly longer than
+// max_model_len tokens (ctx.max_bytes_per_token), so the tokenizer need not run on it.
+void CheckPromptBytes(size_t bytes, const ServingContext& ctx, const char* param);
+
 // Checks `max_tokens` (when given) is >= 1 and the params are in range for the engine's vocab.
 void ValidateSampling(const engine::SamplingParams& params, const ServingContext& ctx);
 

@@ -13,6 +13,7 @@
 #include "chat/reply_parser.h"
 #include "engine/engine_interface.h"
 #include "server/metrics.h"
+#include "server/request_limits.h"
 #include "tokenizer/tokenizer.h"
 
 namespace moeserve::server {
@@ -40,6 +41,7 @@ struct ServerConfig {
   // auto): temperature, top_p, top_k.
   std::optional<float> default_temperature, default_top_p;
   std::optional<int> default_top_k;
+  RequestLimits limits;  // work one request may ask for (request_limits.h)
 };
 
 struct ServingContext {
@@ -47,6 +49,9 @@ struct ServingContext {
   const tokenizer::Tokenizer& tokenizer;
   const chat::ChatTemplate* chat_template = nullptr;  // null: the chat route answers 400
   std::string bos_token, eos_token;                   // template variables
+  // The most text bytes one token stands for (0: unknown). A text longer than max_model_len times
+  // this cannot fit the context, so it is refused without tokenizing it.
+  size_t max_bytes_per_token = 0;
   ServerConfig config;
   Metrics metrics;
   std::atomic<uint64_t> next_request_id{1};

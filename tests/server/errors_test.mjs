@@ -128,9 +128,9 @@ test('unknown route -> 404, wrong method -> 405', async () => {
 });
 
 test('tokenize / detokenize bad input -> 400', async () => {
-  isError(await post(s.base, '/tokenize', {}), 400);
-  isError(await post(s.base, '/detokenize', { tokens: ['a'] }), 400);
-  isError(await post(s.base, '/detokenize', { tokens: [123456789] }), 400);
+  isError(await post(s.base, '/tokenize', {}, auth), 400);
+  isError(await post(s.base, '/detokenize', { tokens: ['a'] }, auth), 400);
+  isError(await post(s.base, '/detokenize', { tokens: [123456789] }, auth), 400);
 });
 
 test('JSON nested 120,000 levels deep on every route and in every nested field -> 400, server alive', async () => {
@@ -176,8 +176,8 @@ test('a client that disconnects mid-request does not disturb the server', async 
 
 test('after all of that the server still answers', async () => {
   const r = await s.client({ apiKey: KEY }).completions.create({ model: 'model', prompt: 'Hi', max_tokens: 3 });
-  const ids = (await post(s.base, '/tokenize', { prompt: 'Fine, thanks.', add_special_tokens: false })).json.tokens;
-  assert.equal(r.choices[0].text, (await post(s.base, '/detokenize', { tokens: ids.slice(0, 3) })).json.prompt);
+  const ids = (await post(s.base, '/tokenize', { prompt: 'Fine, thanks.', add_special_tokens: false }, auth)).json.tokens;
+  assert.equal(r.choices[0].text, (await post(s.base, '/detokenize', { tokens: ids.slice(0, 3) }, auth)).json.prompt);
   const c = await s.client({ apiKey: KEY }).chat.completions.create({ model: 'model', messages: chat });
   assert.equal(c.choices[0].finish_reason, 'stop');
 });

@@ -1,0 +1,33 @@
+#include "server/api_key.h"
+
+#include <string>
+
+#include "server/sha256.h"
+
+namespace moeserve::server {
+namespace {
+
+constexpr std::string_view kPublicRoutes[] = {"/health", "/metrics", "/version"};
+
+// Compares every byte of both digests: no early exit, so the time says nothing about where
+// they differ.
+bool DigestsEqual(const Sha256Digest& a, const Sha256Digest& b) {
+  volatile uint8_t diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff = diff | (a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+bool IsPublicRoute(std::string_view path) {
+  for (std::string_view p : kPublicRoutes)
+    if (path == p) return true;
+  return false;
+}
+
+bool AuthorizationMatches(std::string_view authorization_header, std::string_view key) {
+  const std::string expected = "Bearer " + std::string(key);
+  return DigestsEqual(Sha256(authorization_header), Sha256(expected));
+}
+
+}  // namespace moeserve::server
