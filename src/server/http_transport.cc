@@ -81,8 +81,11 @@ std::string Reason(int status) {
 }
 
 // The status line and fields. `content_length` < 0: chunked (or, for HTTP/1.0, close-delimited).
+// A kept-alive connection announces its idle timeout: clients that honour the hint (undici, so
+// Node's fetch and the openai package) then drop the socket before the server closes it, instead
+// of racing the close with their next request ("Connection error" under load).
 std::string ResponseHead(const HttpResponse& res, bool keep_alive, bool http10,
-                         long long content_length) {
+                         long long content_length, double keep_alive_s = 0) {
   std::string h = "HTTP/1.1 " + std::to_string(res.status) + " " + Reason(res.status) + "\r\n";
   if (!res.content_type.empty()) h += "Content-Type: " + res.content_type + "\r\n";
   for (const auto& [k, v] : res.headers) h += k + ": " + v + "\r\n";
@@ -94,6 +97,8 @@ std::string ResponseHead(const HttpResponse& res, bool keep_alive, bool http10,
     h += "Connection: close\r\n";
   else if (http10)
     h += "Connection: keep-alive\r\n";
+  if (keep_alive && keep_alive_s >= 1)
+    h += "Keep-Alive: timeout=" + std::to_string(static_cast<long long>(keep_alive_s)) + "\r\n";
   return h + "\r\n";
 }
 
@@ -361,13 +366,14 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
     if (res.stream && !head_only) {
       c->state = State::kStreaming;
       const bool chunked = !http10;
-      std::string head = ResponseHead(res, again && chunked, http10, -1);
+      std::string head = ResponseHead(res, again && chunked, http10, -1, limits.keep_alive_timeout_s);
       const bool ok = co_await Pump(c, *res.stream, std::move(head), chunked);
       if (!ok || !chunked) break;
     } else {
       c->state = State::kWriting;
       if (res.stream) res.stream->Cancel();
-      std::string out = ResponseHead(res, again, http10, static_cast<long long>(res.body.size()));
+      std::string out = ResponseHead(res, again, http10, static_cast<long long>(res.body.size()),
+                                     limits.keep_alive_timeout_s);
       if (!head_only) out += res.body;
       c->stream.expires_after(Seconds(limits.write_timeout_s));
       co_await asio::async_write(c->stream, asio::buffer(out),

@@ -3,7 +3,8 @@
 // echo) behave; 64 concurrent requests with random cancellations give the same answers as alone,
 // leave no KV block in use and do not grow RSS on a second identical round.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import path from 'node:path';
 import { startServer, test, run, post, metricValue, rssKb, sleep, BIN, MODEL } from './harness.mjs';
 
@@ -13,6 +14,10 @@ const client = s.client();
 const PROMPT = [600, 5, 17, 99, 230, 411];
 const SOURCE = process.env.MOESERVE_SOURCE_DIR;
 const greedy = { temperature: 0, ignore_eos: true };
+// The subprocesses run asynchronously: a blocked event loop would keep the client's pooled
+// connection past the server's keep-alive close and send the next request on a dead socket.
+const execFileText = async (file, args) =>
+  (await promisify(execFile)(file, args, { maxBuffer: 64 << 20 })).stdout;
 const ids = (choice) => choice.logprobs.tokens.map((t) => Number(t.slice('token_id:'.length)));
 
 async function completionIds(prompt, maxTokens, extra = {}) {
@@ -24,12 +29,12 @@ async function completionIds(prompt, maxTokens, extra = {}) {
 test('greedy tokens == moeserve generate == PyTorch reference', async () => {
   const N = 12;
   const server = await completionIds(PROMPT, N);
-  const gen = JSON.parse(execFileSync(BIN, ['generate', '--model', MODEL, '--prompt-ids', PROMPT.join(','),
-    '--max-tokens', String(N), '--ignore-eos', '--output-format', 'json', '--threads', '1'],
-    { stdio: ['ignore', 'pipe', 'ignore'] }).toString());
+  const gen = JSON.parse(await execFileText(BIN, ['generate', '--model', MODEL, '--prompt-ids',
+    PROMPT.join(','), '--max-tokens', String(N), '--ignore-eos', '--output-format', 'json',
+    '--threads', '1']));
   assert.deepEqual(server, gen.token_ids);
-  const ref = JSON.parse(execFileSync('/usr/bin/python3', [path.join(SOURCE, 'tools/reference.py'),
-    '--model', MODEL, '--prompt-ids', PROMPT.join(','), '--max-tokens', String(N), '--json']).toString());
+  const ref = JSON.parse(await execFileText('/usr/bin/python3', [path.join(SOURCE, 'tools/reference.py'),
+    '--model', MODEL, '--prompt-ids', PROMPT.join(','), '--max-tokens', String(N), '--json']));
   assert.deepEqual(server, ref.token_ids[0]);
 });
 
