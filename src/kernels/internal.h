@@ -81,6 +81,16 @@ void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_st
 // PackX from bf16-rounded rows. Any m: decode GEMV and prefill GEMM alike.
 void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                       bool accumulate);
+// Tokens [t0, t1) of packed x (k columns in all; this block's columns start at k0) × an f32
+// panel pack[kc][16] (32-byte aligned) → y[t, 0..rows) (y: row 0 of the panel, token 0).
+void GemmF32PanelTiles(const float* xp, size_t k, size_t k0, size_t t0, size_t t1,
+                       const float* pack, size_t kc, float* y, size_t ldy, size_t rows,
+                       bool accumulate);
+// y[t, r] (= or +=) for t < m, r < w.rows of a kFp8Panel view (fp8_panels.h), x packed by PackX
+// from bf16-rounded rows. pack: scratch of Fp8PanelPackFloats(w.cols) floats, 32-byte aligned.
+size_t Fp8PanelPackFloats(size_t k);
+void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
+                     bool accumulate, float* pack);
 void SiluMul(const float* gate, const float* up, float* out, size_t n);
 // Q8 activations (mxfp4_i8.h): rows x[t, 0..k) → q + t·ldq, d + t·ldd, sum + t·ldd; k % 32 == 0.
 // Equals QuantizeRowQ8Reference bit for bit.

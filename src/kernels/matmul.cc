@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "kernels/activation.h"
 #include "kernels/bf16_panels.h"
+#include "kernels/fp8_panels.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/mxfp4_i8.h"
 #include "kernels/quant.h"
@@ -158,6 +159,18 @@ void Bf16PanelRowsIsa(const PreparedX& x, const WeightMatrix& w, size_t n0, size
                      });
 }
 
+// Rows [n0, n1) of a kFp8Panel weight, as Bf16PanelRowsIsa.
+void Fp8PanelRowsIsa(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                     size_t ldy, bool accumulate) {
+  float* xp = tl_xpack.As<float>(avx2::PackedXFloats(x.m, w.cols));
+  avx2::PackX(x.f32, x.ld, x.m, w.cols, xp);
+  float* pack = tl_pack.As<float>(avx2::Fp8PanelPackFloats(w.cols));
+  RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
+                     [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                       avx2::MatMulFp8Panels(xp, x.m, Fp8PanelRows(w, g0, n), yg, ldyg, acc, pack);
+                     });
+}
+
 }  // namespace
 
 void CheckWeight(const WeightMatrix& w) {
@@ -182,6 +195,12 @@ void CheckWeight(const WeightMatrix& w) {
                          (w.rows == 0 || w.cols == 0 || w.scales),
                      "repacked MXFP4 weight: strides ", w.row_stride, " / ", w.scale_stride,
                      " too small for ", w.cols, " columns");
+      return;
+    case WeightFormat::kFp8Panel:
+      MOESERVE_CHECK(w.dtype == DType::kF8E4M3, "FP8 panel weight with dtype ", DTypeName(w.dtype));
+      MOESERVE_CHECK(w.row_stride >= w.cols * kFp8PanelRows && (w.rows == 0 || w.scales),
+                     "FP8 panel weight: stride ", w.row_stride, " or scales for ", w.cols,
+                     " columns");
       return;
     case WeightFormat::kBf16Panel:
       MOESERVE_CHECK(w.dtype == DType::kBF16, "bf16 panel weight with dtype ", DTypeName(w.dtype));
@@ -260,7 +279,8 @@ PreparedX PrepareRows(Isa isa, const WeightMatrix& w, const float* x, size_t ldx
   }
   // Rows padded to 32 elements: whole vectors, even for pairs; the padding is zero.
   px.ld = (k + 31) / 32 * 32;
-  if (isa == Isa::kAvx512Bf16 && w.format != WeightFormat::kBf16Panel) {
+  const bool panel = w.format == WeightFormat::kBf16Panel || w.format == WeightFormat::kFp8Panel;
+  if (isa == Isa::kAvx512Bf16 && !panel) {
     bf16* out = buf.As<bf16>(m * px.ld);
     for_rows([&](size_t i) { avx512bf16::ToBf16Rows(src(i), ldx, 1, k, out + i * px.ld, px.ld); });
     px.b16 = out;
@@ -296,6 +316,7 @@ PreparedX PrepareXParallel(Isa isa, const WeightMatrix& w, const float* x, size_
 size_t MatMulRowGrain(Isa isa, const WeightMatrix& w, size_t m) {
   if (isa == Isa::kScalar) return 8;
   if (w.format == WeightFormat::kBf16Panel) return kBf16PanelRows;
+  if (w.format == WeightFormat::kFp8Panel) return kFp8PanelRows;
   if (m < kGemmMinM) return 8;
   return isa == Isa::kAvx512Bf16 ? 32 : 16;
 }
@@ -310,6 +331,7 @@ void MatMulRows(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, s
   if (isa == Isa::kScalar) return ScalarRows(x, w, n0, n1, y, ldy, accumulate);
   if (w.format == WeightFormat::kBf16Panel)
     return Bf16PanelRowsIsa(x, w, n0, n1, y, ldy, accumulate);
+  if (w.format == WeightFormat::kFp8Panel) return Fp8PanelRowsIsa(x, w, n0, n1, y, ldy, accumulate);
   if (w.format != WeightFormat::kDense) return QuantRowsIsa(isa, x, w, n0, n1, y, ldy, accumulate);
   if (w.dtype == DType::kF32) {
     const float* wn = static_cast<const float*>(w.data) + n0 * w.row_stride;

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/dtype.h"
 #include "kernels/bf16_panels.h"
+#include "kernels/fp8_panels.h"
 #include "kernels/mxfp4_i8.h"
 
 namespace moeserve::kernels {
@@ -169,6 +170,9 @@ void DequantizeRow(const WeightMatrix& w, size_t row, size_t c0, size_t n, float
       return;
     case WeightFormat::kBf16Panel:
       for (size_t i = 0; i < n; ++i) out[i] = Bf16ToF32(Bf16PanelElement(w, row, c0 + i));
+      return;
+    case WeightFormat::kFp8Panel:
+      for (size_t i = 0; i < n; ++i) out[i] = Fp8PanelElement(w, row, c0 + i);
       return;
   }
 }

@@ -25,7 +25,8 @@ namespace moeserve::kernels {
 //             activations are quantized to int8 per 32-column block (--activation-dtype int8).
 //  kBf16Panel: bf16 repacked at load in 16-row panels for the AVX2 kernels (bf16_panels.h); the
 //             numerics of kDense bf16.
-enum class WeightFormat : uint8_t { kDense, kFp8Block, kMxfp4, kMxfp4I8, kBf16Panel };
+//  kFp8Panel: kFp8Block repacked at load in 16-row panels for the AVX2 kernels (fp8_panels.h).
+enum class WeightFormat : uint8_t { kDense, kFp8Block, kMxfp4, kMxfp4I8, kBf16Panel, kFp8Panel };
 
 struct WeightMatrix {
   DType dtype = DType::kBF16;

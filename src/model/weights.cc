@@ -8,6 +8,7 @@
 
 #include "core/check.h"
 #include "kernels/bf16_panels.h"
+#include "kernels/fp8_panels.h"
 #include "kernels/mxfp4_i8.h"
 
 namespace moeserve::model {
@@ -42,6 +43,9 @@ size_t BytesOf(const kernels::WeightMatrix& w) {
       return kernels::Mxfp4I8CodeBytes(w.rows, w.cols) + kernels::Mxfp4I8ScaleBytes(w.rows, w.cols);
     case kernels::WeightFormat::kBf16Panel:
       return kernels::Bf16PanelElems(w.rows, w.cols) * sizeof(bf16);
+    case kernels::WeightFormat::kFp8Panel:
+      return kernels::Fp8PanelCodeBytes(w.rows, w.cols) +
+             kernels::Fp8PanelScaleFloats(w.rows, w.cols, w.col0) * sizeof(float);
   }
   return 0;
 }
@@ -120,13 +124,16 @@ kernels::WeightMatrix WeightReader::Linear(const std::string& name, size_t out, 
       break;
     case kernels::WeightFormat::kMxfp4I8:  // made only by repacking, never read from a file
     case kernels::WeightFormat::kBf16Panel:
+    case kernels::WeightFormat::kFp8Panel:
       Fail("tensor ", name, ": unexpected format");
   }
   bytes_mapped_ += BytesOf(w);
   if (options_.int8_activations && w.format == kernels::WeightFormat::kMxfp4)
     return RepackForInt8(w);
-  if (options_.bf16_panels && w.format == kernels::WeightFormat::kDense)
-    return RepackBf16Panels(w);
+  if (options_.panels && w.format == kernels::WeightFormat::kDense) return RepackBf16Panels(w);
+  if (options_.panels && w.format == kernels::WeightFormat::kFp8Block &&
+      kernels::Fp8PanelRepackable(w))
+    return RepackFp8Panels(w);
   return w;
 }
 
@@ -174,6 +181,21 @@ kernels::WeightMatrix WeightReader::RepackForInt8(const kernels::WeightMatrix& w
     const auto* scales = static_cast<const uint8_t*>(w.scales);
     ReleaseSourcePages(codes, codes + (w.rows - 1) * w.row_stride + w.cols / 2);
     ReleaseSourcePages(scales, scales + (w.rows - 1) * w.scale_stride + w.cols / 32);
+  }
+  return out;
+}
+
+kernels::WeightMatrix WeightReader::RepackFp8Panels(const kernels::WeightMatrix& w) {
+  // Codes, then the scale table from the next 64-byte boundary, in one allocation.
+  const size_t scales_at = (kernels::Fp8PanelCodeBytes(w.rows, w.cols) + 63) / 64 * 64;
+  const size_t total =
+      scales_at + kernels::Fp8PanelScaleFloats(w.rows, w.cols, w.col0) * sizeof(float);
+  auto* mem = AllocateRepacked(total, w);
+  const kernels::WeightMatrix out =
+      kernels::RepackFp8Panels(w, mem, reinterpret_cast<float*>(mem + scales_at));
+  if (w.rows > 0) {
+    const auto* codes = static_cast<const uint8_t*>(w.data);
+    ReleaseSourcePages(codes, codes + (w.rows - 1) * w.row_stride + w.cols);
   }
   return out;
 }

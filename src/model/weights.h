@@ -42,9 +42,9 @@ struct LoadOptions {
   // MXFP4 linear weights repacked into kernels::WeightFormat::kMxfp4I8 (their activations then
   // go through int8 dot products); otherwise every weight is a view into the checkpoint.
   bool int8_activations = false;
-  // bf16 linear weights repacked into kernels::WeightFormat::kBf16Panel (the AVX2 kernels' layout;
-  // same numerics). Off: bf16 weights are views into the mmap'd checkpoint.
-  bool bf16_panels = false;
+  // bf16 and FP8-block linear weights repacked into 16-row panels (kernels::WeightFormat::
+  // kBf16Panel / kFp8Panel, the AVX2 kernels' layouts). Off: they are views into the checkpoint.
+  bool panels = false;
 };
 
 // Owns weights repacked at load; views point into it, so it must outlive the model.
@@ -103,6 +103,7 @@ class WeightReader {
   LinearTensors TakeLinear(const std::string& name, size_t out, size_t in);
   kernels::WeightMatrix RepackForInt8(const kernels::WeightMatrix& mxfp4);
   kernels::WeightMatrix RepackBf16Panels(const kernels::WeightMatrix& dense_bf16);
+  kernels::WeightMatrix RepackFp8Panels(const kernels::WeightMatrix& fp8_block);
   // Memory for a repacked copy of `source`, kept in repacked_ and counted.
   uint8_t* AllocateRepacked(size_t bytes, const kernels::WeightMatrix& source);
 

@@ -1,0 +1,136 @@
+// AVX2 + FMA + F16C MatMul over FP8 weights repacked in 16-row panels (fp8_panels.h). A column's
+// 16 codes become 16 f32 weights in 5 instructions (widen, two shifts, a mask, two vcvtph2ps).
+// Up to 3 tokens: codes decoded in the register tile, each 128-column block's partial sum scaled
+// once. More tokens: a panel block decoded once into an f32 panel (scales applied per weight) and
+// swept by the f32 GEMM tile of matmul_avx2.cc, for every tile of tokens.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/fp8_panels.h"
+#include "kernels/internal.h"
+#include "kernels/simd_math_avx2.h"
+
+namespace moeserve::kernels::avx2 {
+namespace {
+
+constexpr size_t kRows = kFp8PanelRows;
+constexpr size_t kBlock = kFp8ScaleBlock;
+constexpr size_t kTile = kPackedXTile;
+
+// Column of 16 codes → e4m3 · 2^-8 as f32, rows 0..7 (lo) and 8..15 (hi). code << 8 puts the
+// sign at bit 15 and exponent / mantissa at 14..8; an arithmetic shift by one moves them to the
+// fp16 places (13..7) and copies the sign into bit 14, which the mask clears.
+inline void DecodeColumn(const uint8_t* col, __m256& lo, __m256& hi) {
+  const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col)));
+  const __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(b, 8), 1),
+                                     _mm256_set1_epi16(static_cast<short>(0xBFFF)));
+  lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+  hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+}
+
+inline void Prefetch(const uint8_t* col) {
+  _mm_prefetch(reinterpret_cast<const char*>(col) + 4096, _MM_HINT_T0);
+}
+
+// Columns [c0, c1) of the view, cut where a 128-column scale block of the full weight ends.
+template <typename Fn>
+inline void ForEachScaleBlock(size_t col0, size_t c0, size_t c1, const Fn& fn) {
+  for (size_t c = c0; c < c1;) {
+    const size_t end_global = ((col0 + c) / kBlock + 1) * kBlock;
+    const size_t end = end_global - col0 < c1 ? end_global - col0 : c1;
+    fn(c, end, (col0 + c) / kBlock - col0 / kBlock);
+    c = end;
+  }
+}
+
+// M ≤ 3 tokens × a panel's 16 rows over all columns. Per scale block: Σ x · (e4m3 · 2^-8) in
+// registers, then acc += (sum · 256) · scale.
+template <int M>
+void SmallTile(const float* xp, const uint8_t* panel, const float* scales, size_t k, size_t col0,
+               float* y, size_t ldy, size_t rows, bool accumulate) {
+  __m256 acc[M][2];
+  for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  const __m256 k256 = _mm256_set1_ps(256.0f);
+  ForEachScaleBlock(col0, 0, k, [&](size_t c0, size_t c1, size_t b) {
+    __m256 s[M][2];
+    for (int t = 0; t < M; ++t) s[t][0] = s[t][1] = _mm256_setzero_ps();
+    for (size_t i = c0; i < c1; ++i) {
+      if (i % 4 == 0) Prefetch(panel + i * kRows);
+      __m256 w0, w1;
+      DecodeColumn(panel + i * kRows, w0, w1);
+      for (int t = 0; t < M; ++t) {
+        const __m256 xv = _mm256_broadcast_ss(xp + i * kTile + t);
+        s[t][0] = _mm256_fmadd_ps(xv, w0, s[t][0]);
+        s[t][1] = _mm256_fmadd_ps(xv, w1, s[t][1]);
+      }
+    }
+    const __m256 sc0 = _mm256_loadu_ps(scales + b * kRows), sc1 = _mm256_loadu_ps(scales + b * kRows + 8);
+    for (int t = 0; t < M; ++t) {
+      acc[t][0] = _mm256_fmadd_ps(_mm256_mul_ps(s[t][0], k256), sc0, acc[t][0]);
+      acc[t][1] = _mm256_fmadd_ps(_mm256_mul_ps(s[t][1], k256), sc1, acc[t][1]);
+    }
+  });
+  for (int t = 0; t < M; ++t) {
+    StoreMasked(y + t * ldy, acc[t][0], rows, accumulate);
+    if (rows > 8) StoreMasked(y + t * ldy + 8, acc[t][1], rows - 8, accumulate);
+  }
+}
+
+using SmallFn = void (*)(const float*, const uint8_t*, const float*, size_t, size_t, float*, size_t,
+                         size_t, bool);
+constexpr SmallFn kSmall[4] = {nullptr, SmallTile<1>, SmallTile<2>, SmallTile<3>};
+
+// Columns [k0, k0 + kc) of a panel → pack[i][16] = e4m3 · scale exactly (as DequantizeRow).
+void DecodeBlock(const uint8_t* panel, const float* scales, size_t col0, size_t k0, size_t kc,
+                 float* pack) {
+  const __m256 k256 = _mm256_set1_ps(256.0f);
+  ForEachScaleBlock(col0, k0, k0 + kc, [&](size_t c0, size_t c1, size_t b) {
+    const __m256 sc0 = _mm256_loadu_ps(scales + b * kRows), sc1 = _mm256_loadu_ps(scales + b * kRows + 8);
+    for (size_t i = c0; i < c1; ++i) {
+      __m256 w0, w1;
+      DecodeColumn(panel + i * kRows, w0, w1);
+      float* out = pack + (i - k0) * kRows;
+      _mm256_store_ps(out, _mm256_mul_ps(_mm256_mul_ps(w0, k256), sc0));
+      _mm256_store_ps(out + 8, _mm256_mul_ps(_mm256_mul_ps(w1, k256), sc1));
+    }
+  });
+}
+
+}  // namespace
+
+size_t Fp8PanelPackFloats(size_t k) {
+  return k * kRows;
+}
+
+void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
+                     bool accumulate, float* pack) {
+  const size_t k = w.cols, panels = (w.rows + kRows - 1) / kRows;
+  const auto* codes = static_cast<const uint8_t*>(w.data);
+  const auto* scales = static_cast<const float*>(w.scales);
+  auto rows_of = [&](size_t p) { return w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows; };
+  if (m <= 3) {
+    for (size_t p = 0; p < panels; ++p)
+      kSmall[m](xp, codes + p * w.row_stride, scales + p * w.scale_stride, k, w.col0,
+                y + p * kRows, ldy, rows_of(p), accumulate);
+    return;
+  }
+  // As the bf16 panel kernel: the packed x stays in L2 while panels pass; whole k when it fits,
+  // else blocks of 192 tokens × 256 columns. Each panel block is decoded once per token block.
+  constexpr size_t kL2Budget = 256 * 1024, kMc = 32 * kTile, kKc = 256;
+  const bool whole = m * k * sizeof(float) <= kL2Budget;
+  const size_t mc = whole ? m : kMc, kc_max = whole ? k : kKc;
+  for (size_t t0 = 0; t0 < m; t0 += mc) {
+    const size_t t1 = m - t0 < mc ? m : t0 + mc;
+    for (size_t k0 = 0; k0 < k; k0 += kc_max) {
+      const size_t kc = k - k0 < kc_max ? k - k0 : kc_max;
+      for (size_t p = 0; p < panels; ++p) {
+        DecodeBlock(codes + p * w.row_stride, scales + p * w.scale_stride, w.col0, k0, kc, pack);
+        GemmF32PanelTiles(xp, k, k0, t0, t1, pack, kc, y + p * kRows, ldy, rows_of(p),
+                          accumulate || k0 > 0);
+      }
+    }
+  }
+}
+
+}  // namespace moeserve::kernels::avx2
