@@ -196,6 +196,7 @@ function client() {
   return new OpenAI({ baseURL: server.base + '/v1', apiKey: 'none', maxRetries: 0, timeout: opt.requestTimeout * 1000 });
 }
 const sharedClient = { c: null };
+let MODEL_ID = 'model';   // the served name, from /v1/models at the start
 const api = () => (sharedClient.c ??= client());
 
 // ---- request kinds ----
@@ -205,7 +206,7 @@ async function chatOnce(stream) {
   if (rand() < 0.3) messages.unshift({ role: 'system', content: text(randInt(1, 20)) });
   const n = p.n ?? 1;
   if (!stream) {
-    const r = await api().chat.completions.create({ model: 'model', messages, ...p });
+    const r = await api().chat.completions.create({ model: MODEL_ID, messages, ...p });
     check(r.object === 'chat.completion', `object ${r.object}`);
     check(r.choices.length === n, `${r.choices.length} choices, n=${n}`);
     for (const c of r.choices) {
@@ -224,7 +225,7 @@ async function chatOnce(stream) {
     check(r.usage && r.usage.completion_tokens <= n * p.max_tokens, `usage ${JSON.stringify(r.usage)}`);
     return;
   }
-  const s = await api().chat.completions.create({ model: 'model', messages, ...p, stream: true,
+  const s = await api().chat.completions.create({ model: MODEL_ID, messages, ...p, stream: true,
     stream_options: { include_usage: true } });
   const finish = new Map();
   const outs = new Map();
@@ -252,7 +253,7 @@ async function completionOnce(stream) {
   const prompt = rand() < 0.2 ? Array.from({ length: randInt(1, 80) }, () => randInt(0, 1000)) : text(randInt(1, 80));
   const n = p.n ?? 1;
   if (!stream) {
-    const r = await api().completions.create({ model: 'model', prompt, ...p });
+    const r = await api().completions.create({ model: MODEL_ID, prompt, ...p });
     check(r.object === 'text_completion', `object ${r.object}`);
     check(r.choices.length === n, `${r.choices.length} choices, n=${n}`);
     for (const c of r.choices) {
@@ -271,7 +272,7 @@ async function completionOnce(stream) {
     check(r.usage && r.usage.completion_tokens <= n * p.max_tokens, `usage ${JSON.stringify(r.usage)}`);
     return;
   }
-  const s = await api().completions.create({ model: 'model', prompt, ...p, stream: true });
+  const s = await api().completions.create({ model: MODEL_ID, prompt, ...p, stream: true });
   const finish = new Map();
   const outs = new Map();
   for await (const chunk of s) {
@@ -291,7 +292,7 @@ async function cancelStream() {
   const ctl = new AbortController();
   const after = randInt(0, 6);
   const chat = rand() < 0.5;
-  const body = { model: 'model', max_tokens: randInt(50, 400), ignore_eos: true, stream: true, n: rand() < 0.3 ? 2 : 1 };
+  const body = { model: MODEL_ID, max_tokens: randInt(50, 400), ignore_eos: true, stream: true, n: rand() < 0.3 ? 2 : 1 };
   const s = chat
     ? await api().chat.completions.create({ ...body, messages: [{ role: 'user', content: text(randInt(1, 40)) }] }, { signal: ctl.signal })
     : await api().completions.create({ ...body, prompt: text(randInt(1, 40)) }, { signal: ctl.signal });
@@ -315,7 +316,7 @@ async function cancelNonStream() {
   try {
     const r = await fetch(server.base + '/v1/completions', { method: 'POST', signal: ctl.signal,
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'model', prompt: text(randInt(1, 60)), max_tokens: randInt(100, 500), ignore_eos: true, n: randInt(1, 3) }) });
+      body: JSON.stringify({ model: MODEL_ID, prompt: text(randInt(1, 60)), max_tokens: randInt(100, 500), ignore_eos: true, n: randInt(1, 3) }) });
     const j = await r.json();
     check(r.status === 200 && j.choices, `status ${r.status}`);
     return 'ok';
@@ -438,7 +439,7 @@ const head = (route, extra) => `POST ${route} HTTP/1.1\r\nHost: 127.0.0.1\r\nCon
 
 // A body of exactly `size` bytes: a small request padded with JSON whitespace.
 function paddedBody(size) {
-  const core = JSON.stringify({ model: 'model', prompt: text(randInt(1, 20)), max_tokens: randInt(1, 8) });
+  const core = JSON.stringify({ model: MODEL_ID, prompt: text(randInt(1, 20)), max_tokens: randInt(1, 8) });
   return core.slice(0, -1) + ' '.repeat(size - core.length) + '}';
 }
 
@@ -476,13 +477,13 @@ async function largeOver() {
 // Raw sockets that go away: mid-stream (after the first SSE event) or mid-body.
 async function rawDisconnect() {
   if (rand() < 0.6) {
-    const body = JSON.stringify({ model: 'model', prompt: text(randInt(1, 40)), max_tokens: randInt(50, 300), ignore_eos: true, stream: true });
+    const body = JSON.stringify({ model: MODEL_ID, prompt: text(randInt(1, 40)), max_tokens: randInt(50, 300), ignore_eos: true, stream: true });
     const r = await rawExchange([head('/v1/completions', `Content-Length: ${Buffer.byteLength(body)}\r\n`), body],
       { stopWhen: (b) => b.includes('data: ') });
     check(!r.timedOut && r.raw.startsWith('HTTP/1.1 200'), `stream did not start: ${r.raw.slice(0, 200)}`);
     return 'cancelled';
   }
-  const body = JSON.stringify({ model: 'model', prompt: text(40), max_tokens: 10 });
+  const body = JSON.stringify({ model: MODEL_ID, prompt: text(40), max_tokens: 10 });
   const r = await rawExchange([head('/v1/completions', `Content-Length: ${body.length + 500}\r\n`), body.slice(0, randInt(1, body.length)),
     async (sock) => { await sleep(randInt(0, 50)); sock.destroy(); }]);
   check(!r.response, `a response to half a body: ${r.raw.slice(0, 200)}`);
@@ -588,6 +589,7 @@ if (server.proc) {
     if (!ourShutdown) crashed ??= `server exited (code ${code}, signal ${signal}) at ${elapsed().toFixed(0)} s`;
   });
 }
+MODEL_ID = (await (await fetch(server.base + '/v1/models')).json()).data[0].id;
 const samples = [];
 let healthFailures = 0;
 let sampling_ = true;
