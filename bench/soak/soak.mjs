@@ -39,7 +39,7 @@ const opt = {
   model: path.join(ROOT, 'models/minimax-m2-tiny'), baseUrl: '', pid: 0, out: '',
   seed: 1, sampleEvery: 5, warmupFrac: 0.1, maxRssDriftPct: 5, maxRequestBytes: 1 << 20,
   maxModelLen: 1024, kvCacheMemory: 16 << 20, serveFlags: '', requestTimeout: 120,
-  killServerAt: 0, inflightAtCheck: false, hardTimeout: 0,
+  killServerAt: 0, idleChecks: 10, kinds: '', inflightAtCheck: false, hardTimeout: 0,
 };
 for (let i = 2; i < process.argv.length; ++i) {
   const a = process.argv[i];
@@ -522,6 +522,7 @@ const KINDS = [
   ['large_413', 3, largeOver],
   ['misc', 4, misc],
 ];
+if (opt.kinds) { const keep = opt.kinds.split(','); for (let i = KINDS.length - 1; i >= 0; --i) if (!keep.includes(KINDS[i][0])) KINDS.splice(i, 1); }
 const totalWeight = KINDS.reduce((a, k) => a + k[1], 0);
 function drawKind() {
   let x = rand() * totalWeight;
@@ -618,17 +619,32 @@ log(`soak: ${opt.duration} s at concurrency ${opt.concurrency}, seed ${opt.seed}
 const tStart = now();
 const workers = Array.from({ length: opt.concurrency }, () => worker());
 
-// Warm-up, then the idle baseline.
+// Warm-up, then the idle baseline; then an idle check (pause, idle RSS, KV blocks 0) at each
+// further --idle-checks'th of the run, so the RSS curve shows a plateau or a trend.
 const warmupS = opt.duration * opt.warmupFrac;
+const idleChecks = [];   // {t, rssKb, kvUsed}
+async function pauseAndMeasure() {
+  let release;
+  paused = new Promise((r) => { release = r; });
+  while (inFlight > 0 && !crashed) await sleep(100);
+  const m = crashed ? null : await waitIdle(60);
+  const c = { t: Math.round(elapsed()), rssKb: server.pid ? await idleRss() : NaN, kvUsed: m?.kvUsed, running: m?.running, waiting: m?.waiting };
+  idleChecks.push(c);
+  if (m && m.kvUsed !== 0) fail(`KV blocks in use at the idle check at ${c.t} s: ${m.kvUsed}`);
+  paused = null;
+  release();
+  return { c, m };
+}
 while (now() - tStart < warmupS && !crashed) await sleep(500);
-let release;
-paused = new Promise((r) => { release = r; });
-while (inFlight > 0 && !crashed) await sleep(100);
-const idleBase = crashed ? null : await waitIdle(60);
-const baseline = { t: Math.round(elapsed()), rssKb: server.pid ? await idleRss() : NaN, metrics: idleBase };
+const { c: baseline, m: idleBase } = await pauseAndMeasure();
 log(`baseline (idle after ${warmupS.toFixed(0)} s of warm-up): rss ${(baseline.rssKb / 1024).toFixed(1)} MB, kv used ${idleBase?.kvUsed}`);
-paused = null;
-release();
+const step = (opt.duration - warmupS) / Math.max(1, opt.idleChecks);
+for (let k = 1; k < opt.idleChecks && !crashed; ++k) {
+  while (now() - tStart < warmupS + k * step && !crashed) await sleep(500);
+  if (crashed) break;
+  const { c } = await pauseAndMeasure();
+  log(`idle check: rss ${(c.rssKb / 1024).toFixed(1)} MB, kv used ${c.kvUsed}`);
+}
 
 while (now() - tStart < opt.duration && !crashed) await sleep(500);
 stopping = true;
@@ -664,7 +680,6 @@ else {
   if (endMetrics.kvUsed !== 0) fail(`KV blocks in use when idle at the end: ${endMetrics.kvUsed} (of ${endMetrics.kvTotal})`);
   if (endMetrics.running !== 0 || endMetrics.waiting !== 0) fail(`requests still running ${endMetrics.running} / waiting ${endMetrics.waiting} at the end`);
 }
-if (idleBase && idleBase.kvUsed !== 0) fail(`KV blocks in use at the idle baseline: ${idleBase.kvUsed}`);
 let driftPct = NaN;
 if (server.pid && !crashed) {
   driftPct = (endRss - baseline.rssKb) / baseline.rssKb * 100;
@@ -697,9 +712,10 @@ console.log(`KV blocks in use when idle: baseline ${idleBase?.kvUsed}, end ${end
 console.log(`RSS idle: baseline ${(baseline.rssKb / 1024).toFixed(1)} MB at ${baseline.t} s, end ${(endRss / 1024).toFixed(1)} MB, ` +
   `drift ${driftPct.toFixed(2)}% (limit ${opt.maxRssDriftPct}%); peak under load ${(peakRss / 1024).toFixed(1)} MB; ` +
   `${loaded.length} samples every ${opt.sampleEvery} s`);
+console.log(`RSS idle checks: ${idleChecks.map((c) => `${c.t}s ${(c.rssKb / 1024).toFixed(1)} MB`).join(', ')}, end ${(endRss / 1024).toFixed(1)} MB`);
 if (examples.length) { console.log('unexpected (first ones):'); for (const e of examples) console.log('  ' + e); }
 const report = { opt, stats: Object.fromEntries(stats), totals, trafficS, crashed, shutdown, baseline, endRss, driftPct,
-  endMetrics, peakRss, examples, violations, samples };
+  endMetrics, idleChecks, peakRss, examples, violations, samples };
 fs.writeFileSync(path.join(opt.out, 'soak.json'), JSON.stringify(report, null, 1));
 console.log(`samples and report: ${path.join(opt.out, 'soak.json')}${server.logFile ? ', server log: ' + server.logFile : ''}`);
 console.log(violations.length ? `FAIL: ${violations.length} violation(s):\n  ${violations.join('\n  ')}` : 'PASS');
