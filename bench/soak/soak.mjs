@@ -654,9 +654,14 @@ const trafficS = now() - tStart;
 let endMetrics = crashed ? null : await waitIdle(120);
 if (opt.inflightAtCheck && !crashed) {
   log('self-test: a request in flight while KV blocks are read');
-  fetch(server.base + '/v1/completions', { method: 'POST', body: JSON.stringify({ prompt: text(200), max_tokens: 800, ignore_eos: true }) }).catch(() => {});
-  await sleep(300);
+  const ctl = new AbortController();
+  const res = await fetch(server.base + '/v1/completions', { method: 'POST', signal: ctl.signal,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: MODEL_ID, prompt: text(50), max_tokens: 800, ignore_eos: true, stream: true }) });
+  const reader = res.body.getReader();
+  await reader.read();   // the stream has started: its sequence holds KV blocks
   endMetrics = await readMetrics();
+  ctl.abort();
 }
 const endRss = server.pid && !crashed ? await idleRss() : NaN;
 sampling_ = false;
