@@ -39,7 +39,7 @@ const opt = {
   model: path.join(ROOT, 'models/minimax-m2-tiny'), baseUrl: '', pid: 0, out: '',
   seed: 1, sampleEvery: 5, warmupFrac: 0.1, maxRssDriftPct: 5, maxRequestBytes: 1 << 20,
   maxModelLen: 1024, kvCacheMemory: 16 << 20, serveFlags: '', requestTimeout: 120,
-  killServerAt: 0, idleChecks: 10, kinds: '', inflightAtCheck: false, hardTimeout: 0,
+  killServerAt: 0, idleChecks: 10, kinds: '', largeBytes: 0, inflightAtCheck: false, hardTimeout: 0,
 };
 for (let i = 2; i < process.argv.length; ++i) {
   const a = process.argv[i];
@@ -318,7 +318,7 @@ async function cancelNonStream() {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: MODEL_ID, prompt: text(randInt(1, 60)), max_tokens: randInt(100, 500), ignore_eos: true, n: randInt(1, 3) }) });
     const j = await r.json();
-    check(r.status === 200 && j.choices, `status ${r.status}`);
+    check(r.status === 200 && j.choices, `status ${r.status}: ${JSON.stringify(j).slice(0, 200)}`);
     return 'ok';
   } catch (e) {
     if (ctl.signal.aborted) return 'cancelled';
@@ -444,7 +444,7 @@ function paddedBody(size) {
 }
 
 async function largeOk() {
-  const size = opt.maxRequestBytes - randInt(0, 4096);
+  const size = (opt.largeBytes || opt.maxRequestBytes) - randInt(0, 4096);
   const body = paddedBody(size);
   const res = await fetch(server.base + '/v1/completions', { method: 'POST', headers: { 'content-type': 'application/json' }, body });
   const t = await res.text();
