@@ -1,6 +1,6 @@
 #!/bin/bash
-# Repro of the soak's RSS finding: request bodies just under the 1 MiB malloc_trim threshold
-# (src/server/memory_release.h, kLargeRequestBytes) leave the server's idle RSS high; one request
+# Repro of the soak's RSS finding: request bodies under the malloc_trim threshold (1 MiB when found,
+# now 64 KiB: src/server/memory_release.h, kLargeRequestBytes) left the server's idle RSS high; one request
 # of 1 MiB or more (which calls malloc_trim) gives most of it back.
 #   bench/soak/trim_gap.sh [BODY_BYTES (default 786432)] [SECONDS (default 40)]
 set -eu
