@@ -107,9 +107,7 @@ std::unique_ptr<Model> LoadModel(const std::string& dir, Parallelism parallel, R
   strict.Finish();
   if (weights.repacked_bytes() > 0)
     LogInfo("repacked ", weights.repacked_bytes() >> 20, " MiB of weights for the kernels (",
-            options.int8_activations ? "MXFP4 for int8 activations" : "",
-            options.int8_activations && options.panels ? ", " : "",
-            options.panels ? "bf16 / FP8 in 16-row panels" : "", "; the checkpoint's own bytes: ",
+            weights.RepackedSummary(), "; the checkpoint's own bytes: ",
             weights.repacked_source_bytes() >> 20, " MiB); weights loaded in ",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), " s");
   LogInfo("loaded ", config.architecture, " from ", dir, ": ", config.num_layers, " layers, ",

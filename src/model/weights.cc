@@ -151,17 +151,22 @@ void ReleaseSourcePages(const void* begin, const void* end) {
 
 }  // namespace
 
-uint8_t* WeightReader::AllocateRepacked(size_t bytes, const kernels::WeightMatrix& source) {
+uint8_t* WeightReader::AllocateRepacked(size_t bytes, const kernels::WeightMatrix& source,
+                                        kernels::WeightFormat into) {
   auto* mem = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
   MOESERVE_CHECK(mem != nullptr, "out of memory repacking ", bytes, " bytes of weights");
   repacked_.emplace_back(mem, std::free);
   repacked_bytes_ += bytes;
   repacked_source_bytes_ += BytesOf(source);
+  (into == kernels::WeightFormat::kMxfp4I8    ? repacked_mxfp4_i8_
+   : into == kernels::WeightFormat::kBf16Panel ? repacked_bf16_panels_
+                                               : repacked_fp8_panels_) += bytes;
   return mem;
 }
 
 kernels::WeightMatrix WeightReader::RepackBf16Panels(const kernels::WeightMatrix& w) {
-  auto* mem = AllocateRepacked(kernels::Bf16PanelElems(w.rows, w.cols) * sizeof(bf16), w);
+  auto* mem = AllocateRepacked(kernels::Bf16PanelElems(w.rows, w.cols) * sizeof(bf16), w,
+                               kernels::WeightFormat::kBf16Panel);
   const kernels::WeightMatrix out = kernels::RepackBf16Panels(w, reinterpret_cast<bf16*>(mem));
   if (w.rows > 0) {
     const auto* src = static_cast<const bf16*>(w.data);
@@ -174,7 +179,7 @@ kernels::WeightMatrix WeightReader::RepackForInt8(const kernels::WeightMatrix& w
   // Codes, then scales from the next 64-byte boundary, in one allocation.
   const size_t scales_at = (kernels::Mxfp4I8CodeBytes(w.rows, w.cols) + 63) / 64 * 64;
   const size_t total = scales_at + kernels::Mxfp4I8ScaleBytes(w.rows, w.cols);
-  auto* mem = AllocateRepacked(total, w);
+  auto* mem = AllocateRepacked(total, w, kernels::WeightFormat::kMxfp4I8);
   const kernels::WeightMatrix out = kernels::RepackMxfp4I8(w, mem, mem + scales_at);
   if (w.rows > 0) {
     const auto* codes = static_cast<const uint8_t*>(w.data);
@@ -190,13 +195,26 @@ kernels::WeightMatrix WeightReader::RepackFp8Panels(const kernels::WeightMatrix&
   const size_t scales_at = (kernels::Fp8PanelCodeBytes(w.rows, w.cols) + 63) / 64 * 64;
   const size_t total =
       scales_at + kernels::Fp8PanelScaleFloats(w.rows, w.cols, w.col0) * sizeof(float);
-  auto* mem = AllocateRepacked(total, w);
+  auto* mem = AllocateRepacked(total, w, kernels::WeightFormat::kFp8Panel);
   const kernels::WeightMatrix out =
       kernels::RepackFp8Panels(w, mem, reinterpret_cast<float*>(mem + scales_at));
   if (w.rows > 0) {
     const auto* codes = static_cast<const uint8_t*>(w.data);
     ReleaseSourcePages(codes, codes + (w.rows - 1) * w.row_stride + w.cols);
   }
+  return out;
+}
+
+std::string WeightReader::RepackedSummary() const {
+  std::string out;
+  auto add = [&](const char* what, size_t bytes) {
+    if (bytes == 0) return;
+    if (!out.empty()) out += ", ";
+    out += std::string(what) + " " + std::to_string(bytes >> 20) + " MiB";
+  };
+  add("MXFP4 for int8 activations", repacked_mxfp4_i8_);
+  add("bf16 in 16-row panels", repacked_bf16_panels_);
+  add("FP8 in 16-row panels", repacked_fp8_panels_);
   return out;
 }
 

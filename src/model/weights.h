@@ -91,6 +91,8 @@ class WeightReader {
   // Bytes written by repacking, and the checkpoint bytes they replace.
   size_t repacked_bytes() const { return repacked_bytes_; }
   size_t repacked_source_bytes() const { return repacked_source_bytes_; }
+  // What was repacked, e.g. "MXFP4 for int8 activations 3672 MiB, bf16 panels 216 MiB".
+  std::string RepackedSummary() const;
   // The repacked weights, for the model's owner to keep.
   RepackedStore TakeRepacked() { return std::move(repacked_); }
 
@@ -105,13 +107,15 @@ class WeightReader {
   kernels::WeightMatrix RepackBf16Panels(const kernels::WeightMatrix& dense_bf16);
   kernels::WeightMatrix RepackFp8Panels(const kernels::WeightMatrix& fp8_block);
   // Memory for a repacked copy of `source`, kept in repacked_ and counted.
-  uint8_t* AllocateRepacked(size_t bytes, const kernels::WeightMatrix& source);
+  uint8_t* AllocateRepacked(size_t bytes, const kernels::WeightMatrix& source,
+                            kernels::WeightFormat into);
 
   loader::StrictLoader& loader_;
   loader::QuantConfig quant_;
   LoadOptions options_;
   size_t bytes_mapped_ = 0;  // bytes of the slices this rank uses
   size_t repacked_bytes_ = 0, repacked_source_bytes_ = 0;
+  size_t repacked_mxfp4_i8_ = 0, repacked_bf16_panels_ = 0, repacked_fp8_panels_ = 0;
   RepackedStore repacked_;
 };
 
