@@ -98,28 +98,15 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
                       bool accumulate) {
   const size_t k = w.cols, panels = (w.rows + kRows - 1) / kRows;
   const auto* base = static_cast<const bf16*>(w.data);
-  // The packed x must stay in L2 while every panel streams past it. When all of it fits (decode
-  // batches), each tile runs a panel's whole k in registers and the weights are one sequential
-  // stream; otherwise blocks of 192 tokens × 256 columns (192 KiB), partial sums through y.
-  constexpr size_t kL2Budget = 256 * 1024, kMc = 32 * kTile, kKc = 256;
-  const bool whole = m * k * sizeof(float) <= kL2Budget;
-  const size_t mc = whole ? m : kMc, kc_max = whole ? k : kKc;
-  for (size_t t0 = 0; t0 < m; t0 += mc) {
-    const size_t t1 = m - t0 < mc ? m : t0 + mc;
-    for (size_t k0 = 0; k0 < k; k0 += kc_max) {
-      const size_t kc = k - k0 < kc_max ? k - k0 : kc_max;
-      const bool acc = accumulate || k0 > 0;
-      for (size_t p = 0; p < panels; ++p) {
-        const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
-        const bf16* panel = base + p * w.row_stride + k0 * kRows;
-        for (size_t t = t0; t < t1; t += kTile) {
-          const size_t tokens = t1 - t < kTile ? t1 - t : kTile;
-          kTiles[tokens](xp + t * k + k0 * kTile, panel, kc, y + t * ldy + p * kRows, ldy, rows,
-                         acc);
-        }
-      }
+  ForEachPanelBlock(m, k, panels, [&](size_t t0, size_t t1, size_t k0, size_t kc, size_t p) {
+    const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
+    const bf16* panel = base + p * w.row_stride + k0 * kRows;
+    for (size_t t = t0; t < t1; t += kTile) {
+      const size_t tokens = t1 - t < kTile ? t1 - t : kTile;
+      kTiles[tokens](xp + t * k + k0 * kTile, panel, kc, y + t * ldy + p * kRows, ldy, rows,
+                     accumulate || k0 > 0);
     }
-  }
+  });
 }
 
 }  // namespace moeserve::kernels::avx2

@@ -115,22 +115,12 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
                 y + p * kRows, ldy, rows_of(p), accumulate);
     return;
   }
-  // As the bf16 panel kernel: the packed x stays in L2 while panels pass; whole k when it fits,
-  // else blocks of 192 tokens × 256 columns. Each panel block is decoded once per token block.
-  constexpr size_t kL2Budget = 256 * 1024, kMc = 32 * kTile, kKc = 256;
-  const bool whole = m * k * sizeof(float) <= kL2Budget;
-  const size_t mc = whole ? m : kMc, kc_max = whole ? k : kKc;
-  for (size_t t0 = 0; t0 < m; t0 += mc) {
-    const size_t t1 = m - t0 < mc ? m : t0 + mc;
-    for (size_t k0 = 0; k0 < k; k0 += kc_max) {
-      const size_t kc = k - k0 < kc_max ? k - k0 : kc_max;
-      for (size_t p = 0; p < panels; ++p) {
-        DecodeBlock(codes + p * w.row_stride, scales + p * w.scale_stride, w.col0, k0, kc, pack);
-        GemmF32PanelTiles(xp, k, k0, t0, t1, pack, kc, y + p * kRows, ldy, rows_of(p),
-                          accumulate || k0 > 0);
-      }
-    }
-  }
+  // Each panel block is decoded once per token block.
+  ForEachPanelBlock(m, k, panels, [&](size_t t0, size_t t1, size_t k0, size_t kc, size_t p) {
+    DecodeBlock(codes + p * w.row_stride, scales + p * w.scale_stride, w.col0, k0, kc, pack);
+    GemmF32PanelTiles(xp, k, k0, t0, t1, pack, kc, y + p * kRows, ldy, rows_of(p),
+                      accumulate || k0 > 0);
+  });
 }
 
 }  // namespace moeserve::kernels::avx2
