@@ -73,12 +73,19 @@ LayerNames MiniMaxM2Names() {
 }  // namespace
 
 Architecture MiniMaxM2Architecture() {
-  return {"MiniMaxM2ForCausalLM", ParseMiniMaxM2Config, IgnoreMtpLayers,
-          [](const ModelConfig& c, WeightReader& w, Parallelism parallel, RunContext ctx) {
-            LayerNames names = MiniMaxM2Names();
-            if (!c.routing_bias) names.moe.bias.clear();
-            return std::make_unique<MoeTransformer>(c, names, w, parallel, ctx);
-          }};
+  Architecture a{"MiniMaxM2ForCausalLM", ParseMiniMaxM2Config, IgnoreMtpLayers,
+                 [](const ModelConfig& c, WeightReader& w, Parallelism parallel, RunContext ctx) {
+                   LayerNames names = MiniMaxM2Names();
+                   if (!c.routing_bias) names.moe.bias.clear();
+                   return std::make_unique<MoeTransformer>(c, names, w, parallel, ctx);
+                 }};
+  a.default_reasoning_parser = "minimax_m2";
+  a.default_tool_call_parser = "minimax_m2";
+  a.quantizable = {"block_sparse_moe.experts.",
+                   {"w1", "w3"},
+                   {"w2"},
+                   {"lm_head", "*block_sparse_moe.gate*", "*self_attn*"}};
+  return a;
 }
 
 }  // namespace moeserve::model

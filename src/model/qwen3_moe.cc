@@ -33,13 +33,23 @@ ModelConfig ParseQwen3MoeConfig(const loader::JsonConfig& j) {
 }  // namespace
 
 Architecture Qwen3MoeArchitecture() {
-  return {"Qwen3MoeForCausalLM", ParseQwen3MoeConfig, nullptr,
-          [](const ModelConfig& c, WeightReader& w, Parallelism parallel, RunContext ctx) {
-            LayerNames names;
-            names.moe = {"mlp.gate.weight", "", "mlp.experts.", "gate_proj.weight",
-                         "up_proj.weight", "down_proj.weight"};
-            return std::make_unique<MoeTransformer>(c, names, w, parallel, ctx);
-          }};
+  Architecture a{"Qwen3MoeForCausalLM", ParseQwen3MoeConfig, nullptr,
+                 [](const ModelConfig& c, WeightReader& w, Parallelism parallel, RunContext ctx) {
+                   LayerNames names;
+                   names.moe = {"mlp.gate.weight", "",
+                                "mlp.experts.",    "gate_proj.weight",
+                                "up_proj.weight",  "down_proj.weight"};
+                   return std::make_unique<MoeTransformer>(c, names, w, parallel, ctx);
+                 }};
+  // Qwen3's <tool_call> blocks hold JSON (Hermes); Qwen3-Coder's hold <function=...> XML, which
+  // the same parser reads.
+  a.default_reasoning_parser = "qwen3";
+  a.default_tool_call_parser = "hermes";
+  a.quantizable = {"mlp.experts.",
+                   {"gate_proj", "up_proj"},
+                   {"down_proj"},
+                   {"lm_head", "*mlp.gate", "*self_attn*"}};
+  return a;
 }
 
 }  // namespace moeserve::model

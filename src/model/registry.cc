@@ -20,11 +20,19 @@ const std::vector<Architecture>& Architectures() {
 const Architecture& FindArchitecture(const loader::JsonConfig& j) {
   const auto names = j.GetOr<std::vector<std::string>>("architectures", {});
   if (names.empty()) Fail(j.source(), ": no \"architectures\" list");
+  try {
+    return FindArchitecture(names[0]);
+  } catch (const Error& e) {
+    Fail(j.source(), ": ", e.what());
+  }
+}
+
+const Architecture& FindArchitecture(const std::string& name) {
   for (const Architecture& a : Architectures())
-    if (a.name == names[0]) return a;
+    if (a.name == name) return a;
   std::string known;
   for (const Architecture& a : Architectures()) known += " " + a.name;
-  Fail(j.source(), ": unsupported architecture ", names[0], " (supported:", known, ")");
+  Fail("unsupported architecture ", name, " (supported:", known, ")");
 }
 
 void ParseCommonConfig(const loader::JsonConfig& j, ModelConfig& c) {
