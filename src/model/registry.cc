@@ -1,6 +1,9 @@
 #include "model/registry.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 
 #include "core/check.h"
@@ -106,6 +109,7 @@ std::unique_ptr<Model> LoadModel(const std::string& dir, Parallelism parallel, R
   auto ckpt = std::make_unique<loader::Checkpoint>(dir);
   loader::StrictLoader strict(*ckpt);
   if (arch.ignore_rules) arch.ignore_rules(config, strict);
+  if (shard.rank == 0) strict.ShowProgress(isatty(fileno(stderr)) != 0);
   const loader::QuantConfig quant = loader::ParseQuantConfig(j);
   if (quant.method != loader::QuantMethod::kNone)
     LogInfo("quantized checkpoint: ", quant.Describe(options.int8_activations));
