@@ -111,14 +111,19 @@ struct RouteEntry {
 };
 
 void Models(ServingContext& ctx, const HttpRequest&, HttpResponse& res) {
-  Json model = {{"id", ctx.config.served_model_name},
-                {"object", "model"},
-                {"created", ctx.created_unix_s},
-                {"owned_by", "moeserve"},
-                {"root", ctx.config.model_dir},
-                {"parent", nullptr},
-                {"max_model_len", ctx.engine.max_model_len()}};
-  SendJson(res, {{"object", "list"}, {"data", Json::array({model})}});
+  Json data = Json::array();
+  std::vector<std::string> names = {ctx.config.served_model_name};
+  names.insert(names.end(), ctx.config.served_model_aliases.begin(),
+               ctx.config.served_model_aliases.end());
+  for (const std::string& name : names)
+    data.push_back({{"id", name},
+                    {"object", "model"},
+                    {"created", ctx.created_unix_s},
+                    {"owned_by", "moeserve"},
+                    {"root", ctx.config.model_dir},
+                    {"parent", nullptr},
+                    {"max_model_len", ctx.engine.max_model_len()}});
+  SendJson(res, {{"object", "list"}, {"data", data}});
 }
 
 const RouteEntry kRoutes[] = {
@@ -154,7 +159,9 @@ HttpServer::HttpServer(ServingContext& ctx) : ctx_(ctx) {
   limits.keep_alive_timeout_s = c.keep_alive_timeout_s;
   limits.worker_threads = std::max<size_t>(c.http_threads, 4);
   transport_ = std::make_unique<HttpTransport>(
-      limits, [this](const HttpRequest& req, HttpResponse& res) { return Route(req, res); },
+      limits,
+      WithCors(c.cors,
+               [this](const HttpRequest& req, HttpResponse& res) { return Route(req, res); }),
       TransportError);
 }
 
