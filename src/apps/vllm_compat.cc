@@ -27,7 +27,9 @@ VllmFlag Refused(std::string name, bool takes_value, std::string why) {
 bool SameFolder(const std::string& a, const std::string& b) {
   std::error_code ec;
   if (std::filesystem::equivalent(a, b, ec)) return true;
-  return std::filesystem::path(a).lexically_normal() == std::filesystem::path(b).lexically_normal();
+  // Appending "" gives both one trailing separator: "/m/x" and "/m/x/" name the same folder.
+  return (std::filesystem::path(a) / "").lexically_normal() ==
+         (std::filesystem::path(b) / "").lexically_normal();
 }
 
 bool Harmless(const VllmFlag& f, const std::string& value, const std::string& model_dir) {
