@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 #include "core/check.h"
 
 namespace moeserve::apps {
@@ -82,6 +85,22 @@ TEST(VllmFlags, ChatTemplateInlineOrFile) {
   EXPECT_EQ(ResolveChatTemplate("{{ messages }}"), "{{ messages }}");
   EXPECT_EQ(ResolveChatTemplate("line\nline"), "line\nline");
   EXPECT_THROW(ResolveChatTemplate("/no/such/file.jinja"), Error);
+}
+
+}  // namespace
+}  // namespace moeserve::apps
+
+namespace moeserve::apps {
+namespace {
+
+// README's table of vLLM flags is written from VllmFlags(); a flag added to one and not the other
+// fails here.
+TEST(VllmFlags, ReadmeNamesEveryFlag) {
+  std::ifstream f(std::string(MOESERVE_SOURCE_DIR) + "/README.md");
+  std::stringstream readme;
+  readme << f.rdbuf();
+  for (const VllmFlag& flag : VllmFlags())
+    EXPECT_NE(readme.str().find("`" + flag.name), std::string::npos) << flag.name;
 }
 
 }  // namespace
