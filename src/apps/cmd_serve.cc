@@ -5,11 +5,9 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -164,42 +162,12 @@ void ReadGenerationDefaults(const std::string& dir, server::ServerConfig& c) {
     c.default_top_k = g["top_k"].get<int>();
 }
 
-// vLLM's periodic stats line, every VLLM_LOG_STATS_INTERVAL seconds (default 10) while the
-// engine is busy, from a thread of its own.
-class PeriodicStatsLog {
- public:
-  explicit PeriodicStatsLog(const engine::EngineInterface& engine) {
-    double interval_s = 10;
-    if (const char* v = std::getenv("VLLM_LOG_STATS_INTERVAL")) interval_s = std::atof(v);
-    if (!(interval_s > 0)) interval_s = 10;
-    thread_ = std::thread([this, &engine, interval_s] {
-      const auto t0 = std::chrono::steady_clock::now();
-      const auto interval = std::chrono::duration<double>(interval_s);
-      server::StatsLogger stats;
-      std::unique_lock lock(mu_);
-      while (true) {
-        const double now =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        if (auto line = stats.Tick(engine.Stats(), now)) LogInfo(*line);
-        if (cv_.wait_for(lock, interval, [this] { return stop_; })) return;
-      }
-    });
-  }
-  ~PeriodicStatsLog() {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::thread thread_;
-};
+// VLLM_LOG_STATS_INTERVAL (vLLM's variable): seconds between stats lines, default 10.
+double StatsIntervalSeconds() {
+  const char* v = std::getenv("VLLM_LOG_STATS_INTERVAL");
+  const double s = v ? std::atof(v) : 10;
+  return s > 0 ? s : 10;
+}
 
 // Serves until SIGINT/SIGTERM, then drains. The signals are blocked in every thread and taken
 // by a watcher thread, so the handlers never run async-signal-unsafe code.
@@ -348,8 +316,8 @@ int RunServe(ServeOptions& o) {
   ctx.metrics.set_log_requests(!o.disable_log_requests);
   int rc = 0;
   {
-    std::optional<PeriodicStatsLog> stats_log;
-    if (!o.disable_log_stats) stats_log.emplace(*eng);
+    std::optional<server::PeriodicStatsLog> stats_log;
+    if (!o.disable_log_stats) stats_log.emplace(*eng, StatsIntervalSeconds());
     server::HttpServer http(ctx);
     rc = ServeUntilSignal(http);
   }

@@ -1,6 +1,7 @@
 #include "server/metrics.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "core/log.h"
@@ -184,6 +185,30 @@ std::optional<std::string> StatsLogger::Tick(const engine::EngineStats& now, dou
                 double(prompt) / dt, double(generated) / dt, now.num_running, now.num_waiting, kv,
                 hit_rate);
   return std::string(line);
+}
+
+PeriodicStatsLog::PeriodicStatsLog(const engine::EngineInterface& engine, double interval_s) {
+  thread_ = std::thread([this, &engine, interval_s] {
+    const auto t0 = std::chrono::steady_clock::now();
+    StatsLogger stats;
+    std::unique_lock lock(mu_);
+    while (true) {
+      const double now =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (auto line = stats.Tick(engine.Stats(), now)) LogInfo(*line);
+      if (cv_.wait_for(lock, std::chrono::duration<double>(interval_s), [this] { return stop_; }))
+        return;
+    }
+  });
+}
+
+PeriodicStatsLog::~PeriodicStatsLog() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
 }
 
 }  // namespace moeserve::server

@@ -8,11 +8,13 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/llm_engine.h"
@@ -79,6 +81,20 @@ class StatsLogger {
  private:
   std::optional<engine::EngineStats> last_;
   double last_s_ = 0;
+};
+
+// Logs StatsLogger's line every `interval_s` from a thread of its own, until destroyed. The
+// engine must outlive it.
+class PeriodicStatsLog {
+ public:
+  PeriodicStatsLog(const engine::EngineInterface& engine, double interval_s);
+  ~PeriodicStatsLog();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
 };
 
 }  // namespace moeserve::server
