@@ -7,6 +7,8 @@
 #include "core/log.h"
 #include "server/api_error.h"
 #include "server/api_key.h"
+#include "server/cors.h"
+#include "server/request_log.h"
 #include "server/routes.h"
 
 namespace moeserve::server {
@@ -77,23 +79,28 @@ void Detokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) 
   SendJson(res, {{"prompt", ctx.tokenizer.Decode(ids, false)}});
 }
 
-// Runs a handler, turning its exceptions into error responses.
-void Guarded(const HttpRequest& req, HttpResponse& res,
+// Runs a handler, turning its exceptions into error responses, each logged with a request id.
+void Guarded(ServingContext& ctx, const HttpRequest& req, HttpResponse& res,
              const std::function<void(const HttpRequest&, HttpResponse&)>& fn) {
+  std::string message;
   try {
     fn(req, res);
+    return;
   } catch (const ApiError& e) {
     res = HttpResponse{};
     res.status = e.status();
     SendJson(res, e.ToJson());
+    message = e.what();
   } catch (const Error& e) {
     res = HttpResponse{};
     SendError(res, 400, e.what(), "invalid_request_error");
+    message = e.what();
   } catch (const std::exception& e) {
-    LogWarn("request ", req.method, " ", req.path, " failed: ", e.what());
     res = HttpResponse{};
     SendError(res, 500, e.what(), "server_error");
+    message = e.what();
   }
+  LogFailedRequest(ctx, req, res, message);
 }
 
 struct RouteEntry {
@@ -104,14 +111,19 @@ struct RouteEntry {
 };
 
 void Models(ServingContext& ctx, const HttpRequest&, HttpResponse& res) {
-  Json model = {{"id", ctx.config.served_model_name},
-                {"object", "model"},
-                {"created", ctx.created_unix_s},
-                {"owned_by", "moeserve"},
-                {"root", ctx.config.model_dir},
-                {"parent", nullptr},
-                {"max_model_len", ctx.engine.max_model_len()}};
-  SendJson(res, {{"object", "list"}, {"data", Json::array({model})}});
+  Json data = Json::array();
+  std::vector<std::string> names = {ctx.config.served_model_name};
+  names.insert(names.end(), ctx.config.served_model_aliases.begin(),
+               ctx.config.served_model_aliases.end());
+  for (const std::string& name : names)
+    data.push_back({{"id", name},
+                    {"object", "model"},
+                    {"created", ctx.created_unix_s},
+                    {"owned_by", "moeserve"},
+                    {"root", ctx.config.model_dir},
+                    {"parent", nullptr},
+                    {"max_model_len", ctx.engine.max_model_len()}});
+  SendJson(res, {{"object", "list"}, {"data", data}});
 }
 
 const RouteEntry kRoutes[] = {
@@ -147,7 +159,9 @@ HttpServer::HttpServer(ServingContext& ctx) : ctx_(ctx) {
   limits.keep_alive_timeout_s = c.keep_alive_timeout_s;
   limits.worker_threads = std::max<size_t>(c.http_threads, 4);
   transport_ = std::make_unique<HttpTransport>(
-      limits, [this](const HttpRequest& req, HttpResponse& res) { return Route(req, res); },
+      limits,
+      WithCors(c.cors,
+               [this](const HttpRequest& req, HttpResponse& res) { return Route(req, res); }),
       TransportError);
 }
 
@@ -188,7 +202,7 @@ Handler HttpServer::Route(const HttpRequest& req, HttpResponse& res) {
   ServingContext& ctx = ctx_;
   auto fn = route->fn;
   Handler h = [&ctx, fn](const HttpRequest& rq, HttpResponse& rs) {
-    Guarded(rq, rs, [&](const HttpRequest& q, HttpResponse& r) { fn(ctx, q, r); });
+    Guarded(ctx, rq, rs, [&](const HttpRequest& q, HttpResponse& r) { fn(ctx, q, r); });
   };
   if (route->blocking) return h;
   h(req, res);
