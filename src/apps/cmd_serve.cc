@@ -300,6 +300,7 @@ int RunServe(ServeOptions& o) {
     ec.scheduler.prefix_caching = !o.no_prefix_caching;
     ec.scheduler.seed = o.seed;
     auto llm = std::make_unique<engine::LLMEngine>(m, ec, session->context());
+    llm->WarmUp();
     engine::LLMEngine* raw = llm.get();
     engine_thread = std::thread([raw] { raw->RunLoop(); });
     stop_engine = [raw] { raw->Shutdown(); };

@@ -93,6 +93,9 @@ class LLMEngine final : public EngineInterface {
   void Shutdown();
   // Engine thread or offline use: steps until every request finished.
   void RunUntilIdle();
+  // Before the first request (a server at start-up): one forward step of the largest shape the
+  // scheduler can build, so step-sized buffers reach their peak now (warmup.cc).
+  void WarmUp();
 
   EngineStats Stats() const override;
   size_t max_model_len() const override { return scheduler_.config().max_model_len; }

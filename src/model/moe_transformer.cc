@@ -8,8 +8,8 @@ MoeTransformer::MoeTransformer(const ModelConfig& config, const LayerNames& name
                                WeightReader& weights, Parallelism parallel, RunContext ctx)
     : config_(config), ctx_(ctx) {
   const ModelConfig& c = config_;
-  embedding_ = std::make_unique<EmbeddingBlock>(weights, "model.embed_tokens.weight",
-                                                c.vocab_size, c.hidden_size);
+  embedding_ = std::make_unique<EmbeddingBlock>(weights, "model.embed_tokens.weight", c.vocab_size,
+                                                c.hidden_size);
   for (size_t i = 0; i < c.num_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     layers_.push_back(std::unique_ptr<Layer>(new Layer{
@@ -52,10 +52,11 @@ void MoeTransformer::Forward(const Batch& batch, KvStorage& kv, float* logits) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& layer = *layers_[i];
     layer.input_norm.Forward(hidden_.data(), t, normed_.data());
-    layer.attention.Forward(normed_.data(), batch, positions_, i, kv, branch_.data(), ctx_);
+    layer.attention.Forward(normed_.data(), batch, positions_, i, kv, branch_.data(), scratch_,
+                            ctx_);
     for (size_t j = 0; j < t * h; ++j) hidden_[j] += branch_[j];
     layer.post_attention_norm.Forward(hidden_.data(), t, normed_.data());
-    layer.moe.Forward(normed_.data(), t, branch_.data(), ctx_);
+    layer.moe.Forward(normed_.data(), t, branch_.data(), scratch_, ctx_);
     for (size_t j = 0; j < t * h; ++j) hidden_[j] += branch_[j];
   }
   if (!batch.logits_rows.empty())

@@ -47,6 +47,7 @@ class MoeTransformer final : public Model {
   std::unique_ptr<LmHeadBlock> lm_head_;
   size_t weight_bytes_ = 0;
   std::vector<float> hidden_, normed_, branch_;  // [T, hidden] scratch
+  StepScratch scratch_;                          // shared by every layer
   std::vector<int32_t> positions_;
 };
 

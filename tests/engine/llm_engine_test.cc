@@ -221,5 +221,34 @@ TEST(LLMEngine, AbortFromAnotherThreadWhileTheLoopRuns) {
   EXPECT_EQ(f.engine->Stats().kv_blocks_used, 0u);
 }
 
+// WarmUp (start-up): one step of the largest shape the limits allow, then requests are served
+// exactly as by an engine that never warmed up. 64 tokens, 32 blocks of 4: one long prompt and as
+// many one-token sequences as the blocks hold (43 tokens in 11 blocks + 21 x 1 block).
+TEST(LLMEngine, WarmUpRunsTheLargestStepThenServesAsBefore) {
+  Fixture warm, cold;
+  warm.engine->WarmUp();
+  ASSERT_EQ(warm.model.batches.size(), 1u);
+  const model::Batch& step = warm.model.batches[0];
+  EXPECT_EQ(step.num_tokens(), 64u);
+  ASSERT_EQ(step.logits_rows.size(), 22u);
+  EXPECT_EQ(step.logits_rows.front(), 42);
+  EXPECT_EQ(step.logits_rows.back(), 63);
+  EXPECT_EQ(warm.model.slices.front(), (std::pair<size_t, size_t>{43, 0}));
+  EXPECT_EQ(warm.engine->Stats().kv_blocks_used, 0u);
+  EXPECT_EQ(warm.engine->Stats().prompt_tokens, 0u);  // not a request: no stats
+
+  for (Fixture* f : {&warm, &cold}) {
+    f->Add(1, {1, 2, 3, 4, 5}, 3);
+    f->Add(2, {20, 21, 22}, 2);
+  }
+  auto a = warm.Add(3, {7, 8}, 4);
+  auto b = cold.Add(3, {7, 8}, 4);
+  warm.engine->RunUntilIdle();
+  cold.engine->RunUntilIdle();
+  EXPECT_EQ(a->tokens, b->tokens);
+  EXPECT_EQ(warm.model.slices.size(), cold.model.slices.size() + 22);
+  EXPECT_EQ(warm.engine->Stats().kv_blocks_used, 0u);
+}
+
 }  // namespace
 }  // namespace moeserve::engine

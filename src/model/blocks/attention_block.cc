@@ -110,23 +110,24 @@ void AttentionBlock::WriteKv(const float* k, const float* v, const Batch& batch,
 
 void AttentionBlock::Forward(const float* x, const Batch& batch,
                              const std::vector<int32_t>& positions, size_t layer, KvStorage& kv,
-                             float* out, const RunContext& ctx) {
+                             float* out, StepScratch& scratch, const RunContext& ctx) {
   const size_t t = batch.num_tokens(), d = config_.head_dim, h = config_.hidden_size;
   const size_t qw = local_heads_ * d, kw = local_kv_heads_ * d;
-  q_.resize(t * qw);
-  k_.resize(t * kw);
-  v_.resize(t * kw);
-  attn_.resize(t * qw);
+  std::vector<float>&q = scratch.q, &k = scratch.k, &v = scratch.v, &attn = scratch.attn;
+  q.resize(t * qw);
+  k.resize(t * kw);
+  v.resize(t * kw);
+  attn.resize(t * qw);
   ThreadPool& pool = *ctx.pool;
-  kernels::MatMul(x, h, t, wq_, q_.data(), qw, pool);
-  kernels::MatMul(x, h, t, wk_, k_.data(), kw, pool);
-  kernels::MatMul(x, h, t, wv_, v_.data(), kw, pool);
-  if (config_.qk_norm != QkNorm::kNone) NormalizeQk(q_.data(), k_.data(), t, ctx);
-  kernels::RopeNeox(q_.data(), qw, t, local_heads_, d, config_.rotary_dim, positions.data(),
+  kernels::MatMul(x, h, t, wq_, q.data(), qw, pool);
+  kernels::MatMul(x, h, t, wk_, k.data(), kw, pool);
+  kernels::MatMul(x, h, t, wv_, v.data(), kw, pool);
+  if (config_.qk_norm != QkNorm::kNone) NormalizeQk(q.data(), k.data(), t, ctx);
+  kernels::RopeNeox(q.data(), qw, t, local_heads_, d, config_.rotary_dim, positions.data(),
                     config_.rope_theta);
-  kernels::RopeNeox(k_.data(), kw, t, local_kv_heads_, d, config_.rotary_dim, positions.data(),
+  kernels::RopeNeox(k.data(), kw, t, local_kv_heads_, d, config_.rotary_dim, positions.data(),
                     config_.rope_theta);
-  WriteKv(k_.data(), v_.data(), batch, layer, kv);
+  WriteKv(k.data(), v.data(), batch, layer, kv);
 
   // Per-sequence views of the cache blocks for this layer.
   std::vector<std::vector<const uint8_t*>> k_blocks(batch.seqs.size()), v_blocks(batch.seqs.size());
@@ -146,7 +147,7 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
   const kernels::AttentionShape shape{local_heads_, local_kv_heads_, d, kv.block_size(),
                                       1.0f / std::sqrt(static_cast<float>(d))};
   if (kv.dtype() == DType::kF8E4M3) {
-    kernels::AttentionFp8(q_.data(), qw, seqs, shape, attn_.data(), qw, pool);
+    kernels::AttentionFp8(q.data(), qw, seqs, shape, attn.data(), qw, pool);
   } else {
     // bf16 blocks: the same block pointers, typed.
     std::vector<kernels::AttentionSeq> bf16_seqs(seqs.size());
@@ -154,9 +155,9 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
       bf16_seqs[i] = {seqs[i].q_begin, seqs[i].q_len, seqs[i].kv_len,
                       reinterpret_cast<const bf16* const*>(seqs[i].k_blocks),
                       reinterpret_cast<const bf16* const*>(seqs[i].v_blocks)};
-    kernels::Attention(q_.data(), qw, bf16_seqs, shape, attn_.data(), qw, pool);
+    kernels::Attention(q.data(), qw, bf16_seqs, shape, attn.data(), qw, pool);
   }
-  kernels::MatMul(attn_.data(), qw, t, wo_, out, h, pool);
+  kernels::MatMul(attn.data(), qw, t, wo_, out, h, pool);
   ctx.comm->AllReduceSum(out, t * h);
 }
 

@@ -13,6 +13,7 @@
 
 #include "kernels/weights.h"
 #include "model/batch.h"
+#include "model/blocks/step_scratch.h"
 #include "model/model.h"
 #include "model/weights.h"
 
@@ -28,9 +29,11 @@ class AttentionBlock {
   size_t local_kv_heads() const { return local_kv_heads_; }
   size_t DecodeBytes() const;
 
-  // x: normed hidden [T, hidden] -> out [T, hidden] (complete, all-reduced).
+  // x: normed hidden [T, hidden] -> out [T, hidden] (complete, all-reduced). Uses scratch.q, k,
+  // v and attn.
   void Forward(const float* x, const Batch& batch, const std::vector<int32_t>& positions,
-               size_t layer, KvStorage& kv, float* out, const RunContext& ctx);
+               size_t layer, KvStorage& kv, float* out, StepScratch& scratch,
+               const RunContext& ctx);
 
  private:
   void NormalizeQk(float* q, float* k, size_t num_tokens, const RunContext& ctx);
@@ -44,7 +47,6 @@ class AttentionBlock {
   bool counts_k_norm_ = true;
   kernels::WeightMatrix wq_, wk_, wv_, wo_;
   std::vector<float> q_norm_, k_norm_;  // this rank's slice (full width) or one head (per head)
-  std::vector<float> q_, k_, v_, attn_;  // scratch [T, local width]
 };
 
 }  // namespace moeserve::model

@@ -6,8 +6,7 @@
 
 namespace moeserve::model {
 
-RmsNormBlock::RmsNormBlock(WeightReader& weights, const std::string& name, size_t width,
-                           float eps)
+RmsNormBlock::RmsNormBlock(WeightReader& weights, const std::string& name, size_t width, float eps)
     : weight_(weights.Vector(name, width)), eps_(eps) {}
 
 void RmsNormBlock::Forward(const float* x, size_t rows, float* y) const {

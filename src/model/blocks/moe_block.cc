@@ -18,8 +18,8 @@ MoeBlock::MoeBlock(WeightReader& weights, const std::string& prefix, const MoeNa
   const size_t align = weights.ColumnAlignment(prefix + names.expert_prefix + "0." + names.w2);
   const auto [i0, i1] = parallel.expert_parallel ? std::pair<size_t, size_t>{0, inter}
                                                  : SplitRangeAligned(inter, parallel.shard, align);
-  const auto [e0, e1] = parallel.expert_parallel ? SplitRange(e, parallel.shard)
-                                                 : std::pair<size_t, size_t>{0, e};
+  const auto [e0, e1] =
+      parallel.expert_parallel ? SplitRange(e, parallel.shard) : std::pair<size_t, size_t>{0, e};
   experts_.resize(e);
   for (size_t j = 0; j < e; ++j) {
     const std::string p = prefix + names.expert_prefix + std::to_string(j) + ".";
@@ -43,27 +43,30 @@ size_t MoeBlock::DecodeBytes() const {
   return per_expert * config_.num_experts_per_token + gate_.size() * sizeof(float);
 }
 
-void MoeBlock::Forward(const float* x, size_t t, float* out, const RunContext& ctx) {
+void MoeBlock::Forward(const float* x, size_t t, float* out, StepScratch& scratch,
+                       const RunContext& ctx) {
   const size_t h = config_.hidden_size, e = config_.num_experts, k = config_.num_experts_per_token;
-  logits_.resize(t * e);
-  topk_idx_.resize(t * k);
-  topk_weights_.resize(t * k);
-  kernels::MatMul(x, h, t, kernels::F32Matrix(gate_.data(), e, h), logits_.data(), e, *ctx.pool);
+  std::vector<float>&logits = scratch.router_logits, &topk_weights = scratch.topk_weights;
+  std::vector<int32_t>& topk_idx = scratch.topk_idx;
+  logits.resize(t * e);
+  topk_idx.resize(t * k);
+  topk_weights.resize(t * k);
+  kernels::MatMul(x, h, t, kernels::F32Matrix(gate_.data(), e, h), logits.data(), e, *ctx.pool);
   switch (config_.routing) {
     case Routing::kSigmoidWithBias:
-      kernels::RouteSigmoidTopK(logits_.data(), bias_.empty() ? nullptr : bias_.data(), t, e, k,
+      kernels::RouteSigmoidTopK(logits.data(), bias_.empty() ? nullptr : bias_.data(), t, e, k,
                                 config_.renormalize_topk, config_.routed_scaling_factor,
-                                topk_idx_.data(), topk_weights_.data());
+                                topk_idx.data(), topk_weights.data());
       break;
     case Routing::kSoftmax:
-      kernels::RouteSoftmaxTopK(logits_.data(), t, e, k, config_.renormalize_topk,
-                                topk_idx_.data(), topk_weights_.data());
+      kernels::RouteSoftmaxTopK(logits.data(), t, e, k, config_.renormalize_topk, topk_idx.data(),
+                                topk_weights.data());
       break;
   }
   // Accumulate into zeros: under expert parallelism a token may route to no local expert.
   std::fill(out, out + t * h, 0.0f);
-  kernels::MoeExperts(x, h, t, topk_idx_.data(), topk_weights_.data(), k, experts_, out, h,
-                      *ctx.pool, /*accumulate=*/true);
+  kernels::MoeExperts(x, h, t, topk_idx.data(), topk_weights.data(), k, experts_, out, h, *ctx.pool,
+                      /*accumulate=*/true);
   ctx.comm->AllReduceSum(out, t * h);
 }
 

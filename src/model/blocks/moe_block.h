@@ -15,6 +15,7 @@
 
 #include "kernels/moe.h"
 #include "model/batch.h"
+#include "model/blocks/step_scratch.h"
 #include "model/model.h"
 #include "model/weights.h"
 
@@ -22,10 +23,10 @@ namespace moeserve::model {
 
 // Checkpoint names, which differ between architectures.
 struct MoeNames {
-  std::string gate;            // e.g. "block_sparse_moe.gate.weight"
-  std::string bias;            // "" when the architecture has none
-  std::string expert_prefix;   // "block_sparse_moe.experts."
-  std::string w1, w3, w2;      // "w1.weight" / "gate_proj.weight", ...
+  std::string gate;           // e.g. "block_sparse_moe.gate.weight"
+  std::string bias;           // "" when the architecture has none
+  std::string expert_prefix;  // "block_sparse_moe.experts."
+  std::string w1, w3, w2;     // "w1.weight" / "gate_proj.weight", ...
 };
 
 class MoeBlock {
@@ -36,8 +37,10 @@ class MoeBlock {
 
   size_t DecodeBytes() const;  // top-k experts' bytes for one token + the router
 
-  // x: normed hidden [T, hidden] -> out [T, hidden] (complete, all-reduced).
-  void Forward(const float* x, size_t num_tokens, float* out, const RunContext& ctx);
+  // x: normed hidden [T, hidden] -> out [T, hidden] (complete, all-reduced). Uses
+  // scratch.router_logits, topk_idx and topk_weights.
+  void Forward(const float* x, size_t num_tokens, float* out, StepScratch& scratch,
+               const RunContext& ctx);
 
  private:
   const ModelConfig& config_;
@@ -45,8 +48,6 @@ class MoeBlock {
   std::vector<float> bias_;  // [E] or empty
   std::vector<kernels::ExpertWeights> experts_;  // empty entries: experts of other ranks
   size_t local_experts_ = 0;
-  std::vector<float> logits_, topk_weights_;
-  std::vector<int32_t> topk_idx_;
 };
 
 }  // namespace moeserve::model
