@@ -7,8 +7,6 @@
 namespace moeserve::server {
 namespace {
 
-constexpr std::string_view kPublicRoutes[] = {"/health", "/metrics", "/version"};
-
 // Compares every byte of both digests: no early exit, so the time says nothing about where
 // they differ.
 bool DigestsEqual(const Sha256Digest& a, const Sha256Digest& b) {
@@ -18,12 +16,6 @@ bool DigestsEqual(const Sha256Digest& a, const Sha256Digest& b) {
 }
 
 }  // namespace
-
-bool IsPublicRoute(std::string_view path) {
-  for (std::string_view p : kPublicRoutes)
-    if (path == p) return true;
-  return false;
-}
 
 bool AuthorizationMatches(std::string_view authorization_header, std::string_view key) {
   const std::string expected = "Bearer " + std::string(key);

@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "engine/llm_engine.h"
+#include "engine/engine_interface.h"
 #include "tokenizer/tokenizer.h"
 
 namespace moeserve::server {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/llm_engine.h"
+#include "engine/engine_interface.h"
 
 namespace moeserve::server {
 
