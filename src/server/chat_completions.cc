@@ -29,10 +29,13 @@ Json ToolCallDeltas(const std::vector<chat::ToolCallDelta>& deltas) {
 
 class ChatChoiceFormat final : public ChoiceFormat {
  public:
-  ChatChoiceFormat(const ServingContext& ctx, const ChatRequest& request,
+  ChatChoiceFormat(const ServingContext& ctx, const ChatRequest& request, const ChatPrompt& prompt,
                    std::shared_ptr<ChatReplies> replies)
       : tok_(ctx.tokenizer),
         logprobs_(request.logprobs),
+        prompt_logprobs_(request.sampling.prompt_logprobs),
+        prompt_ids_(prompt.ids),
+        echo_(EchoedText(request)),
         replies_(std::move(replies)),
         final_logprobs_(replies_->num_choices(), Json::array()) {}
 
@@ -43,6 +46,12 @@ class ChatChoiceFormat final : public ChoiceFormat {
                      {"delta", {{"role", "assistant"}, {"content", ""}}},
                      {"logprobs", nullptr},
                      {"finish_reason", nullptr}});
+    if (!echo_.empty())
+      for (size_t i = 0; i < replies_->num_choices(); ++i)
+        out.push_back({{"index", i},
+                       {"delta", {{"content", echo_}}},
+                       {"logprobs", nullptr},
+                       {"finish_reason", nullptr}});
     return out;
   }
 
@@ -51,7 +60,11 @@ class ChatChoiceFormat final : public ChoiceFormat {
     chat::ParsedDelta d = Apply(u, lp);
     if (d.empty() && lp.empty() && !u.finished) return nullptr;
     Json delta = Json::object();
-    if (!d.reasoning_content.empty()) delta["reasoning_content"] = d.reasoning_content;
+    // Current vLLM names it `reasoning`; clients written for older vLLM read `reasoning_content`.
+    if (!d.reasoning_content.empty()) {
+      delta["reasoning"] = d.reasoning_content;
+      delta["reasoning_content"] = d.reasoning_content;
+    }
     if (!d.content.empty()) delta["content"] = d.content;
     if (!d.tool_calls.empty()) delta["tool_calls"] = ToolCallDeltas(d.tool_calls);
     Json choice = {{"index", u.choice},
@@ -65,17 +78,30 @@ class ChatChoiceFormat final : public ChoiceFormat {
     return choice;
   }
 
-  void Absorb(ChoiceUpdate& u) override { Apply(u, final_logprobs_[u.choice]); }
+  void Absorb(ChoiceUpdate& u) override {
+    if (u.choice == 0 && !u.prompt_logprobs.empty()) prompt_logprob_values_ = u.prompt_logprobs;
+    Apply(u, final_logprobs_[u.choice]);
+  }
+
+  void AddBodyFields(Json& body) override {
+    if (prompt_logprobs_ >= 0)
+      body["prompt_logprobs"] =
+          PromptLogprobsJson(tok_, prompt_logprob_values_, prompt_ids_, prompt_logprobs_);
+  }
 
   Json FinalChoice(size_t i) override {
     const ChatReplies::Choice& c = replies_->choice(i);
     const chat::ParsedReply& reply = c.reply;
     Json msg = {{"role", "assistant"}};
-    msg["content"] =
-        reply.content.empty() && !reply.tool_calls.empty() ? Json(nullptr) : Json(reply.content);
-    if (replies_->reasoning_enabled())
-      msg["reasoning_content"] =
+    msg["content"] = reply.content.empty() && !reply.tool_calls.empty() && echo_.empty()
+                         ? Json(nullptr)
+                         : Json(echo_ + reply.content);
+    if (replies_->reasoning_enabled()) {
+      const Json reasoning =
           reply.reasoning_content.empty() ? Json(nullptr) : Json(reply.reasoning_content);
+      msg["reasoning"] = reasoning;
+      msg["reasoning_content"] = reasoning;
+    }
     if (!reply.tool_calls.empty()) {
       Json calls = Json::array();
       for (const auto& call : reply.tool_calls) calls.push_back(call.ToOpenAI());
@@ -99,8 +125,22 @@ class ChatChoiceFormat final : public ChoiceFormat {
     return d;
   }
 
+  // vLLM's chat echo: the final message's content when it is the assistant's.
+  static std::string EchoedText(const ChatRequest& request) {
+    if (!request.echo) return "";
+    const Json& last = request.messages.back();
+    if (last.value("role", "") != "assistant" || !last.contains("content") ||
+        !last["content"].is_string())
+      return "";
+    return last["content"].get<std::string>();
+  }
+
   const tokenizer::Tokenizer& tok_;
   const LogprobOptions logprobs_;
+  const int prompt_logprobs_;
+  const std::vector<int32_t> prompt_ids_;
+  const std::string echo_;
+  std::vector<std::optional<engine::TokenLogprobs>> prompt_logprob_values_;
   std::shared_ptr<ChatReplies> replies_;
   std::vector<Json> final_logprobs_;
 };
@@ -121,8 +161,8 @@ void HandleChatCompletions(ServingContext& ctx, const HttpRequest& req, HttpResp
                         .created = UnixSeconds(),
                         .model = ctx.config.served_model_name,
                         .include_usage = request.include_usage};
-  auto writer = MakeOpenAIWriter(std::move(fields),
-                                 std::make_unique<ChatChoiceFormat>(ctx, request, run.replies));
+  auto writer = MakeOpenAIWriter(
+      std::move(fields), std::make_unique<ChatChoiceFormat>(ctx, request, run.prompt, run.replies));
   Respond(ctx, req, res, std::move(run.gen), std::move(writer), request.stream);
 }
 

@@ -29,6 +29,7 @@ ChatPrompt RenderChatPrompt(ChatRequest& request, const ServingContext& ctx) {
     if (pos != std::string::npos) p.text.resize(pos + content.size());
   }
   p.ids = ctx.tokenizer.Encode(p.text, /*add_special_tokens=*/false);
+  TruncatePrompt(p.ids, request.sampling.truncate_prompt_tokens);
   if (p.ids.empty()) throw BadRequest("the rendered prompt is empty", "messages");
   const size_t max_len = ctx.engine.max_model_len();
   if (p.ids.size() >= max_len)

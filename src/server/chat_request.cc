@@ -20,6 +20,10 @@ Json NormalizeMessages(const Json& messages, const RequestLimits& limits) {
     if (role == m.end() || !role->is_string())
       throw BadRequest("each message needs a string 'role'", "messages");
     Json copy = m;
+    if (auto r = m.find("reasoning");
+        r != m.end() && r->is_string() &&
+        !(m.contains("reasoning_content") && m["reasoning_content"].is_string()))
+      copy["reasoning_content"] = *r;
     auto content = m.find("content");
     if (content != m.end() && content->is_array()) {
       std::string text;
@@ -114,6 +118,7 @@ ChatRequest ParseChatRequest(const Json& body, const ServingContext& ctx) {
   SetTools(r, FieldOrNull(body, "tools"), FieldOrNull(body, "tool_choice"), ctx);
   r.parallel_tool_calls = GetBool(body, "parallel_tool_calls").value_or(true);
   r.response_format = FieldOrNull(body, "response_format");
+  r.echo = GetBool(body, "echo").value_or(false);
   r.sampling = ParseSampling(body, ctx, /*chat=*/true);
   CheckLimit(static_cast<size_t>(r.sampling.params.n), ctx.config.limits.max_sequences,
              "the sequences this request asks for ('n')", "max-sequences-per-request", "n");
@@ -151,6 +156,17 @@ ChatRequest ParseChatRequest(const Json& body, const ServingContext& ctx) {
       r.template_kwargs[k] = v;
     }
   }
+  // Accepted values that change nothing yet (structured outputs, issue 12, will honour them).
+  std::vector<std::string> unhonoured;
+  if (!r.parallel_tool_calls) unhonoured.push_back("parallel_tool_calls");
+  if (r.response_format.is_object() && r.response_format.value("type", "") != "text")
+    unhonoured.push_back("response_format");
+  LogIgnoredFields("POST /v1/chat/completions", body,
+                   {kSamplingFields,
+                    {"messages", "tools", "tool_choice", "parallel_tool_calls", "response_format",
+                     "max_completion_tokens", "top_logprobs", "continue_final_message",
+                     "add_generation_prompt", "chat_template_kwargs", "echo"}},
+                   unhonoured);
   return r;
 }
 

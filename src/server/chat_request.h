@@ -48,6 +48,9 @@ struct ChatRequest {
   bool stream = false, include_usage = false;
   bool add_generation_prompt = true, continue_final_message = false;
   Json template_kwargs = Json::object();  // chat_template_kwargs
+  // vLLM's echo: the reply starts with the final message's content when that message is the
+  // assistant's (a continued reply).
+  bool echo = false;
 };
 
 // Reads and checks an OpenAI chat completion body; 400 naming the field on bad input.
@@ -55,6 +58,8 @@ ChatRequest ParseChatRequest(const Json& body, const ServingContext& ctx);
 
 // The pieces ParseChatRequest is made of, for routes that build a ChatRequest from another API.
 // OpenAI messages -> the template's form (see ChatRequest::messages); checks the count limit.
+// An assistant message's `reasoning` (current vLLM's name) becomes `reasoning_content` (the
+// templates' name) unless that is set too.
 Json NormalizeMessages(const Json& messages, const RequestLimits& limits);
 // Checks `tools` (OpenAI function tools) against the limits and sets tools, tool_choice and
 // parse_tool_calls; `tool_choice` is the request's (null when absent).

@@ -21,7 +21,8 @@ std::vector<int32_t> TokenIds(const Json& list, const ServingContext& ctx) {
 }
 
 // Each prompt becomes n engine sequences: their number is checked before any prompt is tokenized.
-std::vector<CompletionPrompt> ParsePrompts(const Json& body, const ServingContext& ctx, int n) {
+std::vector<CompletionPrompt> ParsePrompts(const Json& body, const ServingContext& ctx, int n,
+                                           std::optional<size_t> truncate) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) throw BadRequest("'prompt' is required", "prompt");
   const Json& p = *it;
@@ -34,11 +35,18 @@ std::vector<CompletionPrompt> ParsePrompts(const Json& body, const ServingContex
   auto from_text = [&](const std::string& s) {
     if (s.empty()) throw BadRequest("'prompt' must not be empty", "prompt");
     CheckPromptBytes(s.size(), ctx, "prompt");
-    out.push_back({ctx.tokenizer.Encode(s, /*add_special_tokens=*/true), s});
+    std::vector<int32_t> ids = ctx.tokenizer.Encode(s, /*add_special_tokens=*/true);
+    if (truncate && ids.size() > *truncate) {
+      TruncatePrompt(ids, truncate);
+      out.push_back({ids, ctx.tokenizer.Decode(ids, false)});
+    } else {
+      out.push_back({std::move(ids), s});
+    }
   };
   auto from_ids = [&](const Json& list) {
     if (list.empty()) throw BadRequest("'prompt' must not be empty", "prompt");
     std::vector<int32_t> ids = TokenIds(list, ctx);
+    TruncatePrompt(ids, truncate);
     out.push_back({ids, ctx.tokenizer.Decode(ids, false)});
   };
   if (p.is_string()) {
@@ -86,7 +94,7 @@ CompletionRequest ParseCompletionRequest(const Json& body, const ServingContext&
       throw BadRequest("'logprobs' must be in [0, 20]", "logprobs");
     r.logprobs = static_cast<int>(*logprobs);
     params.logprobs = r.logprobs;
-    if (r.echo) params.prompt_logprobs = params.logprobs;
+    if (r.echo) params.prompt_logprobs = std::max(params.prompt_logprobs, params.logprobs);
   }
   r.stream = GetBool(body, "stream").value_or(false);
   if (auto so = body.find("stream_options"); so != body.end() && !so->is_null()) {
@@ -95,7 +103,13 @@ CompletionRequest ParseCompletionRequest(const Json& body, const ServingContext&
   }
   if (auto rf = body.find("response_format"); rf != body.end()) r.response_format = *rf;
   ValidateSampling(params, ctx);
-  r.prompts = ParsePrompts(body, ctx, params.n);
+  r.prompts = ParsePrompts(body, ctx, params.n, r.sampling.truncate_prompt_tokens);
+  std::vector<std::string> unhonoured;
+  if (r.response_format.is_object() && r.response_format.value("type", "") != "text")
+    unhonoured.push_back("response_format");
+  LogIgnoredFields("POST /v1/completions", body,
+                   {kSamplingFields, {"prompt", "suffix", "best_of", "echo", "response_format"}},
+                   unhonoured);
   return r;
 }
 

@@ -15,7 +15,7 @@ class CompletionChoiceFormat final : public ChoiceFormat {
  public:
   CompletionChoiceFormat(const ServingContext& ctx,
                          std::shared_ptr<const CompletionRequest> request, size_t num_choices)
-      : request_(std::move(request)), choices_(num_choices) {
+      : tok_(ctx.tokenizer), request_(std::move(request)), choices_(num_choices) {
     for (Choice& c : choices_)
       if (request_->logprobs >= 0)
         c.logprobs = std::make_unique<CompletionLogprobs>(ctx.tokenizer, request_->logprobs,
@@ -39,17 +39,22 @@ class CompletionChoiceFormat final : public ChoiceFormat {
 
   Json FinalChoice(size_t i) override {
     Choice& c = choices_[i];
-    return {{"index", i},
-            {"text", c.text},
-            {"logprobs", c.logprobs ? c.logprobs->Take() : Json(nullptr)},
-            {"finish_reason", c.last.finish_reason},
-            {"stop_reason", StopReasonJson(c.last)}};
+    Json choice = {{"index", i},
+                   {"text", c.text},
+                   {"logprobs", c.logprobs ? c.logprobs->Take() : Json(nullptr)},
+                   {"finish_reason", c.last.finish_reason},
+                   {"stop_reason", StopReasonJson(c.last)}};
+    if (const int k = request_->sampling.prompt_logprobs; k >= 0)
+      choice["prompt_logprobs"] = PromptLogprobsJson(
+          tok_, c.prompt_logprobs, request_->prompts[i / request_->sampling.params.n].ids, k);
+    return choice;
   }
 
  private:
   struct Choice {
     std::string text;  // whole responses
     std::unique_ptr<CompletionLogprobs> logprobs;
+    std::vector<std::optional<engine::TokenLogprobs>> prompt_logprobs;
     ChoiceUpdate last;  // the finishing update
     bool echoed = false;
   };
@@ -60,6 +65,7 @@ class CompletionChoiceFormat final : public ChoiceFormat {
     const size_t n = static_cast<size_t>(request_->sampling.params.n);
     const CompletionPrompt& prompt = request_->prompts[u.choice / n];
     std::string text;
+    if (!u.prompt_logprobs.empty()) c.prompt_logprobs = u.prompt_logprobs;
     if (request_->echo && !c.echoed) {
       c.echoed = true;
       text = prompt.text;
@@ -79,6 +85,7 @@ class CompletionChoiceFormat final : public ChoiceFormat {
     return text;
   }
 
+  const tokenizer::Tokenizer& tok_;
   std::shared_ptr<const CompletionRequest> request_;
   std::vector<Choice> choices_;
 };

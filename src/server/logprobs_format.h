@@ -35,6 +35,14 @@ class CompletionLogprobs {
        offsets_ = Json::array();
 };
 
+// vLLM's prompt_logprobs: per prompt position, null for the first, else
+// {"<token id>": {logprob, rank, decoded_token}} holding the prompt token and the `num_top` most
+// likely tokens (rank 1-based; null for a prompt token outside the top, whose rank the engine
+// does not report).
+Json PromptLogprobsJson(const tokenizer::Tokenizer& tok,
+                        const std::vector<std::optional<engine::TokenLogprobs>>& logprobs,
+                        const std::vector<int32_t>& prompt, int num_top);
+
 // One chat logprobs.content entry.
 Json ChatLogprobEntry(const tokenizer::Tokenizer& tok, const engine::TokenLogprobs& lp, int num_top,
                       bool as_ids);

@@ -13,9 +13,11 @@ class OpenAIWriter final : public ResponseWriter {
   Json Body(const Generation& gen) override {
     Json choices = Json::array();
     for (size_t i = 0; i < gen.num_choices(); ++i) choices.push_back(format_->FinalChoice(i));
-    return {
+    Json body = {
         {"id", f_.id},       {"object", f_.object},           {"created", f_.created},
         {"model", f_.model}, {"choices", std::move(choices)}, {"usage", UsageJson(gen.usage())}};
+    format_->AddBodyFields(body);
+    return body;
   }
 
   void Stream(std::vector<ChoiceUpdate>& updates, const Generation&, std::string& out) override {
@@ -64,10 +66,13 @@ std::shared_ptr<ResponseWriter> MakeOpenAIWriter(EnvelopeFields fields,
 Json UsageJson(const TokenUsage& usage) {
   return {{"prompt_tokens", usage.prompt_tokens},
           {"total_tokens", usage.prompt_tokens + usage.completion_tokens},
-          {"completion_tokens", usage.completion_tokens}};
+          {"completion_tokens", usage.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", usage.cached_tokens}}}};
 }
 
-Json StopReasonJson(const ChoiceUpdate&) {
+Json StopReasonJson(const ChoiceUpdate& u) {
+  if (u.stop_string) return *u.stop_string;
+  if (u.stop_token_id >= 0) return u.stop_token_id;
   return nullptr;
 }
 

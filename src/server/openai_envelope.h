@@ -25,6 +25,8 @@ class ChoiceFormat {
   virtual void Absorb(ChoiceUpdate& u) = 0;
   // Whole: choice `index` of the body.
   virtual Json FinalChoice(size_t index) = 0;
+  // Whole: fields after usage (chat's prompt_logprobs).
+  virtual void AddBodyFields(Json&) {}
 };
 
 struct EnvelopeFields {

@@ -12,6 +12,7 @@ const RouteEntry kRoutes[] = {
     {"POST", "/v1/completions", true, false, HandleCompletions},
     {"POST", "/v1/chat/completions", true, false, HandleChatCompletions},
     {"GET", "/v1/models", false, false, HandleModels},
+    {"GET", "/v1/models/{id}", false, false, HandleModel},
     {"POST", "/tokenize", true, false, HandleTokenize},
     {"POST", "/detokenize", true, false, HandleDetokenize},
     {"GET", "/health", false, true, HandleHealth},

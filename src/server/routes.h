@@ -12,6 +12,7 @@ namespace moeserve::server {
 void HandleCompletions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
 void HandleChatCompletions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
 void HandleModels(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
+void HandleModel(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);  // /{id}
 // vLLM
 void HandleTokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
 void HandleDetokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);

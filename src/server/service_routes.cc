@@ -4,6 +4,7 @@
 #include "server/api_error.h"
 #include "server/chat_request.h"
 #include "server/request_parsing.h"
+#include "server/route_table.h"
 #include "server/routes.h"
 
 #ifndef MOESERVE_VERSION
@@ -17,17 +18,28 @@ void SendJson(HttpResponse& res, const Json& j) {
   res.SetContent(DumpJson(j), "application/json");
 }
 
+Json ModelCard(const ServingContext& ctx) {
+  return {{"id", ctx.config.served_model_name},
+          {"object", "model"},
+          {"created", ctx.created_unix_s},
+          {"owned_by", "moeserve"},
+          {"root", ctx.config.model_dir},
+          {"parent", nullptr},
+          {"max_model_len", ctx.engine.max_model_len()}};
+}
+
 }  // namespace
 
 void HandleModels(ServingContext& ctx, const HttpRequest&, HttpResponse& res) {
-  Json model = {{"id", ctx.config.served_model_name},
-                {"object", "model"},
-                {"created", ctx.created_unix_s},
-                {"owned_by", "moeserve"},
-                {"root", ctx.config.model_dir},
-                {"parent", nullptr},
-                {"max_model_len", ctx.engine.max_model_len()}};
-  SendJson(res, {{"object", "list"}, {"data", Json::array({model})}});
+  SendJson(res, {{"object", "list"}, {"data", Json::array({ModelCard(ctx)})}});
+}
+
+void HandleModel(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
+  const std::string id = PathParameter(req);
+  if (id != ctx.config.served_model_name)
+    throw ApiError(404, "The model `" + id + "` does not exist.", "NotFoundError", "model",
+                   "model_not_found");
+  SendJson(res, ModelCard(ctx));
 }
 
 void HandleTokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
@@ -38,17 +50,13 @@ void HandleTokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& r
     ids = ctx.tokenizer.Encode(*p, GetBool(body, "add_special_tokens").value_or(true));
   } else if (body.contains("messages")) {
     if (!ctx.chat_template) throw BadRequest("this model has no chat template");
-    const Json& m = body["messages"];
-    if (!m.is_array()) throw BadRequest("'messages' must be a list", "messages");
-    CheckLimit(m.size(), ctx.config.limits.max_messages, "the number of messages",
-               "max-messages-per-request", "messages");
+    const Json messages = NormalizeMessages(body["messages"], ctx.config.limits);
     std::string prompt;
     try {
-      prompt =
-          chat::ApplyChatTemplate(*ctx.chat_template, chat::ParseToolCallArguments(m),
-                                  body.contains("tools") ? body["tools"] : Json(nullptr),
-                                  GetBool(body, "add_generation_prompt").value_or(true),
-                                  {{"bos_token", ctx.bos_token}, {"eos_token", ctx.eos_token}});
+      prompt = chat::ApplyChatTemplate(
+          *ctx.chat_template, messages, body.contains("tools") ? body["tools"] : Json(nullptr),
+          GetBool(body, "add_generation_prompt").value_or(true),
+          {{"bos_token", ctx.bos_token}, {"eos_token", ctx.eos_token}});
     } catch (const Error& e) {
       throw BadRequest(std::string("chat template: ") + e.what(), "messages");
     }
