@@ -29,47 +29,9 @@
 
 namespace moeserve::engine {
 
-struct TokenLogprobs {
-  int32_t token = -1;
-  float logprob = 0;
-  std::vector<std::pair<int32_t, float>> top;  // params.logprobs entries, descending
-};
-
-// What a sequence produced in one step.
-struct EngineOutput {
-  uint64_t request_id = 0;
-  std::vector<int32_t> new_tokens;          // 0 or 1 per step
-  std::vector<TokenLogprobs> new_logprobs;  // parallel to new_tokens when params.logprobs >= 0
-  // With the first output only, when params.prompt_logprobs >= 0: one entry per prompt token;
-  // the first has no logprob (nullopt), as in vLLM.
-  std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
-  bool finished = false;
-  FinishReason reason = FinishReason::kNone;
-  int32_t stop_token_id = -1;
-  size_t num_prompt_tokens = 0;
-  size_t num_output_tokens = 0;
-  size_t num_cached_tokens = 0;
-};
-
-class RequestSink {
- public:
-  virtual ~RequestSink() = default;
-  // Engine thread, after each step that advanced the request. Return a stop string to end the
-  // request there (finish reason "stop"); the sink then receives no further calls. A finished
-  // output (EOS, max_tokens, ...) is the last call too.
-  virtual std::optional<std::string> OnOutput(const EngineOutput& out) = 0;
-};
-
 struct EngineConfig {
   SchedulerConfig scheduler;
   DType kv_cache_dtype = DType::kBF16;  // or kF8E4M3 (--kv-cache-dtype fp8)
-};
-
-struct EngineStats {
-  size_t num_running = 0, num_waiting = 0;
-  size_t kv_blocks_total = 0, kv_blocks_used = 0;
-  uint64_t prompt_tokens = 0, generation_tokens = 0, prefix_cache_hit_tokens = 0;
-  uint64_t num_preemptions = 0, steps = 0;
 };
 
 class LLMEngine final : public EngineInterface {

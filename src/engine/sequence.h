@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cache/block_manager.h"
+#include "engine/engine_interface.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 
@@ -19,14 +20,6 @@ enum class SeqStatus {
   kRunning,   // holds KV blocks; scheduled every step until it finishes
   kFinished,  // blocks released; see finish_reason()
 };
-
-enum class FinishReason {
-  kNone,
-  kStop,    // EOS, a stop token id or a stop string
-  kLength,  // max_tokens or max_model_len
-  kAbort,   // cancelled by the client or the engine
-};
-const char* FinishReasonName(FinishReason reason);  // "stop", "length", "abort" (OpenAI names)
 
 class Sequence {
  public:

@@ -7,8 +7,6 @@
 namespace moeserve::server {
 namespace {
 
-constexpr std::string_view kPublicRoutes[] = {"/health", "/metrics", "/version"};
-
 // Compares every byte of both digests: no early exit, so the time says nothing about where
 // they differ.
 bool DigestsEqual(const Sha256Digest& a, const Sha256Digest& b) {
@@ -19,15 +17,13 @@ bool DigestsEqual(const Sha256Digest& a, const Sha256Digest& b) {
 
 }  // namespace
 
-bool IsPublicRoute(std::string_view path) {
-  for (std::string_view p : kPublicRoutes)
-    if (path == p) return true;
-  return false;
-}
-
 bool AuthorizationMatches(std::string_view authorization_header, std::string_view key) {
   const std::string expected = "Bearer " + std::string(key);
   return DigestsEqual(Sha256(authorization_header), Sha256(expected));
+}
+
+bool ApiKeyHeaderMatches(std::string_view x_api_key_header, std::string_view key) {
+  return DigestsEqual(Sha256(x_api_key_header), Sha256(key));
 }
 
 }  // namespace moeserve::server

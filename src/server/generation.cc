@@ -28,8 +28,10 @@ class ChoiceSink final : public engine::RequestSink {
     u.prompt_tokens = out.num_prompt_tokens;
     u.output_tokens = out.num_output_tokens;
     u.cached_tokens = out.num_cached_tokens;
-    // The token that ended the request with "stop" is an EOS or stop token id: not text.
-    const bool terminal_token = out.finished && out.reason == engine::FinishReason::kStop;
+    // The token that ended the request with "stop" is an EOS or stop token id: not text, unless
+    // include_stop_str_in_output (vLLM's detokenizer; an EOS is then still a special token).
+    const bool terminal_token = out.finished && out.reason == engine::FinishReason::kStop &&
+                                !opts_.include_stop_str_in_output;
     std::string fresh;
     for (size_t i = 0; i < out.new_tokens.size(); ++i) {
       const int32_t t = out.new_tokens[i];
@@ -43,9 +45,11 @@ class ChoiceSink final : public engine::RequestSink {
     if (hit) {
       u.finished = true;
       u.finish_reason = "stop";
+      u.stop_string = *hit;
     } else if (out.finished) {
       u.finished = true;
       u.finish_reason = engine::FinishReasonName(out.reason);
+      if (out.reason == engine::FinishReason::kStop) u.stop_token_id = out.stop_token_id;
     }
     channel_->Push(std::move(u));
     return hit;
@@ -123,6 +127,8 @@ Generation::~Generation() {
 void Generation::Start(const std::vector<std::vector<int32_t>>& prompts,
                        const engine::SamplingParams& params, const TextOptions& text) {
   const int n = params.n;
+  samples_per_prompt_ = static_cast<size_t>(n);
+  for (const auto& p : prompts) usage_.prompt_tokens += p.size();
   // Built once here (HTTP thread), shared by every choice's matcher on the engine thread.
   auto stops = std::make_shared<const StopPatterns>(text.stop);
   for (size_t p = 0; p < prompts.size(); ++p) {
@@ -141,6 +147,7 @@ void Generation::Start(const std::vector<std::vector<int32_t>>& prompts,
       engine_ids_.push_back(id);
       finished_.push_back(false);
       first_token_s_.push_back(-1);
+      output_tokens_.push_back(0);
     }
   }
 }
@@ -149,8 +156,15 @@ std::vector<ChoiceUpdate> Generation::Next(std::chrono::milliseconds timeout) {
   std::vector<ChoiceUpdate> updates = channel_->Take(timeout);
   for (const ChoiceUpdate& u : updates) {
     if (finished_[u.choice]) continue;
-    if (!u.tokens.empty() && first_token_s_[u.choice] < 0)
+    if (u.output_tokens > output_tokens_[u.choice]) {
+      usage_.completion_tokens += u.output_tokens - output_tokens_[u.choice];
+      output_tokens_[u.choice] = u.output_tokens;
+    }
+    if (!u.tokens.empty() && first_token_s_[u.choice] < 0) {
       first_token_s_[u.choice] = SecondsSince(start_);
+      // Each prompt's first sample is the one admitted first: its hits are the prompt's.
+      if (u.choice % samples_per_prompt_ == 0) usage_.cached_tokens += u.cached_tokens;
+    }
     if (u.finished) {
       finished_[u.choice] = true;
       ++num_finished_;

@@ -5,9 +5,9 @@
 // Text rules (as vLLM): tokens are detokenized incrementally; special tokens are skipped when
 // skip_special_tokens, except the tags a reply parser needs (`keep_token_ids`: <think>, tool-call
 // delimiters), which vLLM's tokenizers do not mark special; the token that ended a request
-// (EOS, a stop token id) is not detokenized; stop strings end the request and are cut from the
-// text with everything after them (unless include_stop_str_in_output). Text that could still
-// become a stop string is held back, so a stream never shows part of one.
+// (EOS, a stop token id) is not detokenized unless include_stop_str_in_output; stop strings end the
+// request and are cut from the text with everything after them (unless include_stop_str_in_output).
+// Text that could still become a stop string is held back, so a stream never shows part of one.
 //
 // Threads: sinks run on the engine thread and never block (a mutex-guarded queue); everything
 // else runs on one HTTP thread at a time (a worker starts it, the io thread may then stream it).
@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/llm_engine.h"
+#include "engine/engine_interface.h"
 #include "server/serving_context.h"
 
 namespace moeserve::server {
@@ -39,7 +39,18 @@ struct ChoiceUpdate {
   std::vector<std::optional<engine::TokenLogprobs>> prompt_logprobs;  // first update only
   bool finished = false;
   std::string finish_reason;  // "stop", "length", "abort" when finished
+  // vLLM's stop_reason, with finish_reason "stop": the stop string that matched, or the
+  // stop_token_ids entry that was generated; neither for EOS.
+  std::optional<std::string> stop_string;
+  int32_t stop_token_id = -1;
   size_t prompt_tokens = 0, output_tokens = 0, cached_tokens = 0;
+};
+
+// Token counts of a whole request (OpenAI usage).
+struct TokenUsage {
+  size_t prompt_tokens = 0;      // each prompt once, whatever n
+  size_t completion_tokens = 0;  // every choice's
+  size_t cached_tokens = 0;      // prompt tokens the prefix cache served (first sample per prompt)
 };
 
 class UpdateChannel {
@@ -86,6 +97,8 @@ class Generation {
   std::vector<ChoiceUpdate> AbortWithUpdates();
   // `wake` runs on the engine thread whenever updates arrive (see UpdateChannel::SetNotify).
   void SetWakeup(std::function<void()> wake) { channel_->SetNotify(std::move(wake)); }
+  // Token counts of the updates taken so far (complete once done()).
+  const TokenUsage& usage() const { return usage_; }
 
  private:
   ServingContext& ctx_;
@@ -94,6 +107,9 @@ class Generation {
   std::vector<bool> finished_;
   std::vector<double> first_token_s_;  // seconds after start, -1 until the first token
   size_t num_finished_ = 0;
+  size_t samples_per_prompt_ = 1;
+  std::vector<size_t> output_tokens_;  // per choice
+  TokenUsage usage_;
   std::chrono::steady_clock::time_point start_;
 };
 

@@ -9,15 +9,20 @@
 #include "server/api_key.h"
 #include "server/cors.h"
 #include "server/request_log.h"
-#include "server/routes.h"
+#include "server/request_parsing.h"
+#include "server/route_table.h"
 
 namespace moeserve::server {
 namespace {
 
 void SendError(HttpResponse& res, int status, const std::string& message, const std::string& type,
-               const std::string& param = "", const std::string& code = "") {
+               const std::string& param = "", const std::string& code = "",
+               ErrorStyle style = ErrorStyle::kOpenAI) {
   res.status = status;
-  res.SetContent(DumpJson(ErrorBody(status, message, type, param, code)), "application/json");
+  res.SetContent(DumpJson(style == ErrorStyle::kAnthropic
+                              ? AnthropicErrorBody(status, message)
+                              : Json(ErrorBody(status, message, type, param, code))),
+                 "application/json");
 }
 
 void SendJson(HttpResponse& res, const Json& j) {
@@ -34,53 +39,8 @@ void TransportError(int status, const std::string& message, HttpResponse& res) {
     SendError(res, status, message, status >= 500 ? "server_error" : "invalid_request_error");
 }
 
-void Tokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
-  const Json body = ParseBody(req.body);
-  CheckModel(body, ctx);
-  std::vector<int32_t> ids;
-  if (auto p = GetString(body, "prompt")) {
-    ids = ctx.tokenizer.Encode(*p, GetBool(body, "add_special_tokens").value_or(true));
-  } else if (body.contains("messages")) {
-    if (!ctx.chat_template) throw BadRequest("this model has no chat template");
-    const Json& m = body["messages"];
-    if (!m.is_array()) throw BadRequest("'messages' must be a list", "messages");
-    CheckLimit(m.size(), ctx.config.limits.max_messages, "the number of messages",
-               "max-messages-per-request", "messages");
-    std::string prompt;
-    try {
-      prompt =
-          chat::ApplyChatTemplate(*ctx.chat_template, chat::ParseToolCallArguments(m),
-                                  body.contains("tools") ? body["tools"] : Json(nullptr),
-                                  GetBool(body, "add_generation_prompt").value_or(true),
-                                  {{"bos_token", ctx.bos_token}, {"eos_token", ctx.eos_token}});
-    } catch (const Error& e) {
-      throw BadRequest(std::string("chat template: ") + e.what(), "messages");
-    }
-    ids = ctx.tokenizer.Encode(prompt, GetBool(body, "add_special_tokens").value_or(false));
-  } else {
-    throw BadRequest("'prompt' or 'messages' is required", "prompt");
-  }
-  SendJson(res,
-           {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.engine.max_model_len()}});
-}
-
-void Detokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
-  const Json body = ParseBody(req.body);
-  CheckModel(body, ctx);
-  auto t = body.find("tokens");
-  if (t == body.end() || !t->is_array()) throw BadRequest("'tokens' must be a list", "tokens");
-  std::vector<int32_t> ids;
-  for (const Json& v : *t) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
-        static_cast<uint64_t>(v.get<int64_t>()) >= ctx.engine.vocab_size())
-      throw BadRequest("'tokens' must hold token ids of the vocabulary", "tokens");
-    ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
-  }
-  SendJson(res, {{"prompt", ctx.tokenizer.Decode(ids, false)}});
-}
-
 // Runs a handler, turning its exceptions into error responses, each logged with a request id.
-void Guarded(ServingContext& ctx, const HttpRequest& req, HttpResponse& res,
+void Guarded(ServingContext& ctx, const HttpRequest& req, HttpResponse& res, ErrorStyle style,
              const std::function<void(const HttpRequest&, HttpResponse&)>& fn) {
   std::string message;
   try {
@@ -89,60 +49,20 @@ void Guarded(ServingContext& ctx, const HttpRequest& req, HttpResponse& res,
   } catch (const ApiError& e) {
     res = HttpResponse{};
     res.status = e.status();
-    SendJson(res, e.ToJson());
+    SendJson(res, style == ErrorStyle::kAnthropic ? AnthropicErrorBody(e.status(), e.what())
+                                                  : Json(e.ToJson()));
     message = e.what();
   } catch (const Error& e) {
     res = HttpResponse{};
-    SendError(res, 400, e.what(), "invalid_request_error");
+    SendError(res, 400, e.what(), "invalid_request_error", "", "", style);
     message = e.what();
   } catch (const std::exception& e) {
     res = HttpResponse{};
-    SendError(res, 500, e.what(), "server_error");
+    SendError(res, 500, e.what(), "server_error", "", "", style);
     message = e.what();
   }
   LogFailedRequest(ctx, req, res, message);
 }
-
-struct RouteEntry {
-  const char* method;  // GET routes answer HEAD too
-  const char* path;
-  bool blocking;  // waits on the engine: runs on the worker pool
-  void (*fn)(ServingContext&, const HttpRequest&, HttpResponse&);
-};
-
-void Models(ServingContext& ctx, const HttpRequest&, HttpResponse& res) {
-  Json data = Json::array();
-  std::vector<std::string> names = {ctx.config.served_model_name};
-  names.insert(names.end(), ctx.config.served_model_aliases.begin(),
-               ctx.config.served_model_aliases.end());
-  for (const std::string& name : names)
-    data.push_back({{"id", name},
-                    {"object", "model"},
-                    {"created", ctx.created_unix_s},
-                    {"owned_by", "moeserve"},
-                    {"root", ctx.config.model_dir},
-                    {"parent", nullptr},
-                    {"max_model_len", ctx.engine.max_model_len()}});
-  SendJson(res, {{"object", "list"}, {"data", data}});
-}
-
-const RouteEntry kRoutes[] = {
-    {"POST", "/v1/completions", true, HandleCompletions},
-    {"POST", "/v1/chat/completions", true, HandleChatCompletions},
-    {"POST", "/tokenize", true, Tokenize},
-    {"POST", "/detokenize", true, Detokenize},
-    {"GET", "/v1/models", false, Models},
-    {"GET", "/health", false, [](ServingContext&, const HttpRequest&, HttpResponse& res) {}},
-    {"GET", "/version", false,
-     [](ServingContext&, const HttpRequest&, HttpResponse& res) {
-       SendJson(res, {{"version", "0.1.0"}});
-     }},
-    {"GET", "/metrics", true,
-     [](ServingContext& ctx, const HttpRequest&, HttpResponse& res) {
-       res.SetContent(ctx.metrics.Render(ctx.engine.Stats(), ctx.config.served_model_name),
-                      "text/plain; version=0.0.4");
-     }},
-};
 
 }  // namespace
 
@@ -174,35 +94,45 @@ Handler HttpServer::Route(const HttpRequest& req, HttpResponse& res) {
   }
   const std::string& m = req.method;
   const bool known_method = m == "GET" || m == "HEAD" || m == "POST";
+  const std::vector<const RouteEntry*> routes = RoutesForPath(req.path);
   const RouteEntry* route = nullptr;
-  for (const RouteEntry& r : kRoutes)
-    if (req.path == r.path) route = &r;
-  const bool get_route = route && std::string_view(route->method) == "GET";
+  std::string allow;
+  for (const RouteEntry* r : routes) {
+    const bool get = std::string_view(r->method) == "GET";
+    if (m == r->method || (get && m == "HEAD")) route = r;
+    allow += std::string(allow.empty() ? "" : ", ") + (get ? "GET, HEAD" : r->method);
+  }
+  const ErrorStyle style = routes.empty() ? ErrorStyle::kOpenAI : routes[0]->errors;
   auto not_allowed = [&] {
-    res.SetHeader("Allow", !route ? "GET, HEAD, POST" : get_route ? "GET, HEAD" : "POST");
-    SendError(res, 405, "method " + m + " not allowed on " + req.path, "invalid_request_error");
+    res.SetHeader("Allow", routes.empty() ? "GET, HEAD, POST" : allow);
+    SendError(res, 405, "method " + m + " not allowed on " + req.path, "invalid_request_error", "",
+              "", style);
     return nullptr;
   };
   if (!known_method) return not_allowed();
   if (!ctx_.config.api_key.empty() && !IsPublicRoute(req.path)) {
+    // OpenAI clients send `Authorization: Bearer <key>`, Anthropic clients `x-api-key: <key>`.
     const std::string auth = req.Header("Authorization");
-    if (!AuthorizationMatches(auth, ctx_.config.api_key)) {
+    const std::string x_api_key = req.Header("x-api-key");
+    if (!AuthorizationMatches(auth, ctx_.config.api_key) &&
+        !ApiKeyHeaderMatches(x_api_key, ctx_.config.api_key)) {
       SendError(res, 401,
-                auth.empty() ? "missing API key: send 'Authorization: Bearer <key>'"
-                             : "incorrect API key",
-                "invalid_request_error", "", "invalid_api_key");
+                auth.empty() && x_api_key.empty()
+                    ? "missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'"
+                    : "incorrect API key",
+                "invalid_request_error", "", "invalid_api_key", style);
       return nullptr;
     }
   }
-  if (!route) {
+  if (routes.empty()) {
     SendError(res, 404, "no route " + m + " " + req.path, "not_found_error");
     return nullptr;
   }
-  if (m != route->method && !(get_route && m == "HEAD")) return not_allowed();
+  if (!route) return not_allowed();
   ServingContext& ctx = ctx_;
-  auto fn = route->fn;
-  Handler h = [&ctx, fn](const HttpRequest& rq, HttpResponse& rs) {
-    Guarded(ctx, rq, rs, [&](const HttpRequest& q, HttpResponse& r) { fn(ctx, q, r); });
+  auto fn = route->handler;
+  Handler h = [&ctx, fn, style](const HttpRequest& rq, HttpResponse& rs) {
+    Guarded(ctx, rq, rs, style, [&](const HttpRequest& q, HttpResponse& r) { fn(ctx, q, r); });
   };
   if (route->blocking) return h;
   h(req, res);

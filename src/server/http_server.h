@@ -1,9 +1,6 @@
 // The OpenAI-compatible HTTP server: routing, API-key check, error bodies and graceful drain, over
-// HttpTransport (connections, limits, deadlines, streaming). Routes:
-//   POST /v1/completions, /v1/chat/completions     (completions.cc, chat_completions.cc)
-//   GET  /v1/models, /health, /metrics, /version   (HEAD too)
-//   POST /tokenize, /detokenize
-// With an API key configured, every route but /health, /metrics, /version requires
+// HttpTransport (connections, limits, deadlines, streaming). The routes are route_table.cc's
+// table. With an API key configured, every route but /health, /metrics, /version requires
 // `Authorization: Bearer <api_key>` (api_key.h). A method the server does not implement, or a
 // known path with the wrong method, is 405 with an Allow field.
 //

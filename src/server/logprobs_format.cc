@@ -54,6 +54,34 @@ Json CompletionLogprobs::Take() {
   return out;
 }
 
+Json PromptLogprobsJson(const tokenizer::Tokenizer& tok,
+                        const std::vector<std::optional<engine::TokenLogprobs>>& logprobs,
+                        const std::vector<int32_t>& prompt, int num_top) {
+  Json out = Json::array();
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const std::optional<engine::TokenLogprobs>& lp =
+        i < logprobs.size() ? logprobs[i] : std::optional<engine::TokenLogprobs>();
+    if (!lp) {
+      out.push_back(nullptr);
+      continue;
+    }
+    Json position = Json::object();
+    Json rank = nullptr;
+    for (size_t k = 0; k < lp->top.size(); ++k)
+      if (lp->top[k].first == prompt[i]) rank = k + 1;
+    position[std::to_string(prompt[i])] = {{"logprob", Finite(lp->logprob)},
+                                           {"rank", rank},
+                                           {"decoded_token", TokenText(tok, prompt[i], false)}};
+    for (size_t k = 0; k < lp->top.size() && k < static_cast<size_t>(num_top); ++k)
+      position[std::to_string(lp->top[k].first)] = {
+          {"logprob", Finite(lp->top[k].second)},
+          {"rank", k + 1},
+          {"decoded_token", TokenText(tok, lp->top[k].first, false)}};
+    out.push_back(std::move(position));
+  }
+  return out;
+}
+
 Json ChatLogprobEntry(const tokenizer::Tokenizer& tok, const engine::TokenLogprobs& lp, int num_top,
                       bool as_ids) {
   const std::string text = TokenText(tok, lp.token, as_ids);

@@ -9,7 +9,7 @@
 #include <optional>
 #include <vector>
 
-#include "engine/llm_engine.h"
+#include "engine/engine_interface.h"
 #include "tokenizer/tokenizer.h"
 
 namespace moeserve::server {
@@ -34,6 +34,14 @@ class CompletionLogprobs {
   Json tokens_ = Json::array(), token_logprobs_ = Json::array(), top_ = Json::array(),
        offsets_ = Json::array();
 };
+
+// vLLM's prompt_logprobs: per prompt position, null for the first, else
+// {"<token id>": {logprob, rank, decoded_token}} holding the prompt token and the `num_top` most
+// likely tokens (rank 1-based; null for a prompt token outside the top, whose rank the engine
+// does not report).
+Json PromptLogprobsJson(const tokenizer::Tokenizer& tok,
+                        const std::vector<std::optional<engine::TokenLogprobs>>& logprobs,
+                        const std::vector<int32_t>& prompt, int num_top);
 
 // One chat logprobs.content entry.
 Json ChatLogprobEntry(const tokenizer::Tokenizer& tok, const engine::TokenLogprobs& lp, int num_top,

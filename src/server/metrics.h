@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/llm_engine.h"
+#include "engine/engine_interface.h"
 
 namespace moeserve::server {
 

@@ -1,9 +1,12 @@
 #include "server/request_parsing.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/json_depth.h"
+#include "core/log.h"
 #include "server/api_error.h"
+#include "server/request_limits.h"
 
 namespace moeserve::server {
 namespace {
@@ -126,7 +129,95 @@ std::vector<int32_t> ParseIdList(const Json& body, const char* name) {
   return out;
 }
 
+// -100 (the logit_bias floor) for every token outside `allowed`: a ban, with the allowed
+// tokens' logits untouched.
+void AllowOnly(const std::vector<int32_t>& allowed, size_t vocab_size,
+               std::vector<std::pair<int32_t, float>>& bias) {
+  std::vector<bool> keep(vocab_size, false);
+  for (int32_t id : allowed) keep[static_cast<size_t>(id)] = true;
+  for (size_t id = 0; id < vocab_size; ++id)
+    if (!keep[id]) bias.emplace_back(static_cast<int32_t>(id), -100.0f);
+}
+
+// vLLM's bad_words: each word as written (leading spaces stripped) and with one leading space
+// when that tokenizes to as many tokens. A one-token form is banned outright; vLLM bans longer
+// forms' last token after the others, which needs the sampler to see the sequence: refused here.
+void BanWords(const Json& words, const ServingContext& ctx,
+              std::vector<std::pair<int32_t, float>>& bias) {
+  if (!words.is_array()) WrongType("bad_words", "a list of strings");
+  CheckLimit(words.size(), ctx.config.limits.max_stop_strings, "the number of bad_words",
+             "max-stop-strings", "bad_words");
+  for (const Json& w : words) {
+    if (!w.is_string()) WrongType("bad_words", "a list of strings");
+    std::string word = w.get<std::string>();
+    word.erase(0, word.find_first_not_of(' '));
+    if (word.empty()) throw BadRequest("'bad_words' cannot contain an empty word", "bad_words");
+    const std::vector<int32_t> plain = ctx.tokenizer.Encode(word, false);
+    const std::vector<int32_t> spaced = ctx.tokenizer.Encode(" " + word, false);
+    std::vector<std::vector<int32_t>> forms = {plain};
+    if (spaced.size() == plain.size() && spaced[0] != plain[0]) forms.push_back(spaced);
+    for (const auto& f : forms) {
+      if (f.size() != 1)
+        throw BadRequest("'bad_words' entry \"" + w.get<std::string>() + "\" is " +
+                             std::to_string(f.size()) +
+                             " tokens; only words of a single token are supported",
+                         "bad_words");
+      bias.emplace_back(f[0], -100.0f);
+    }
+  }
+}
+
 }  // namespace
+
+const std::initializer_list<std::string_view> kSamplingFields = {"model",
+                                                                 "temperature",
+                                                                 "top_p",
+                                                                 "top_k",
+                                                                 "min_p",
+                                                                 "seed",
+                                                                 "presence_penalty",
+                                                                 "frequency_penalty",
+                                                                 "repetition_penalty",
+                                                                 "min_tokens",
+                                                                 "ignore_eos",
+                                                                 "skip_special_tokens",
+                                                                 "stop_token_ids",
+                                                                 "stop",
+                                                                 "n",
+                                                                 "logit_bias",
+                                                                 "max_tokens",
+                                                                 "include_stop_str_in_output",
+                                                                 "priority",
+                                                                 "prompt_logprobs",
+                                                                 "allowed_token_ids",
+                                                                 "bad_words",
+                                                                 "truncate_prompt_tokens",
+                                                                 "stream",
+                                                                 "stream_options",
+                                                                 "logprobs",
+                                                                 "return_tokens_as_token_ids"};
+
+void TruncatePrompt(std::vector<int32_t>& ids, std::optional<size_t> keep) {
+  if (keep && ids.size() > *keep) ids.erase(ids.begin(), ids.end() - static_cast<ptrdiff_t>(*keep));
+}
+
+void LogIgnoredFields(const char* route, const Json& body,
+                      std::initializer_list<std::initializer_list<std::string_view>> used,
+                      const std::vector<std::string>& also_ignored) {
+  std::string names;
+  auto add = [&names](std::string_view name) {
+    names += names.empty() ? "" : ", ";
+    names += name;
+  };
+  for (const auto& [key, value] : body.items()) {
+    bool known = false;
+    for (const auto& list : used) known |= std::find(list.begin(), list.end(), key) != list.end();
+    if (!known) add(key);
+  }
+  for (const std::string& name : also_ignored) add(name);
+  if (!names.empty())
+    LogWarn(route, ": the request's fields ", names, " were ignored (not supported)");
+}
 
 ParsedSampling ParseSampling(const Json& body, const ServingContext& ctx, bool chat) {
   ParsedSampling r;
@@ -181,6 +272,43 @@ ParsedSampling ParseSampling(const Json& body, const ServingContext& ctx, bool c
           std::string("'") + field + "' must be at least 1, got " + std::to_string(*max_tokens),
           field);
     r.max_tokens = static_cast<int>(std::min<int64_t>(*max_tokens, INT32_MAX));
+  }
+  if (const std::optional<int64_t> priority = GetInt(body, "priority"); priority && *priority != 0)
+    throw BadRequest("priority " + std::to_string(*priority) +
+                         " needs priority scheduling, which this server does not have (requests "
+                         "run first come, first served); send priority 0 or omit it",
+                     "priority");
+  if (const std::optional<int64_t> plp = GetInt(body, "prompt_logprobs")) {
+    if (*plp < 0 || *plp > engine::SamplingParams::kMaxLogprobs)
+      throw BadRequest("'prompt_logprobs' must be in [0, 20]", "prompt_logprobs");
+    if (GetBool(body, "stream").value_or(false))
+      throw BadRequest("'prompt_logprobs' is not available when streaming", "prompt_logprobs");
+    p.prompt_logprobs = r.prompt_logprobs = static_cast<int>(*plp);
+  }
+  if (Field(body, "allowed_token_ids")) {
+    const std::vector<int32_t> allowed = ParseIdList(body, "allowed_token_ids");
+    if (allowed.empty())
+      throw BadRequest("'allowed_token_ids' must not be empty", "allowed_token_ids");
+    for (int32_t id : allowed)
+      if (static_cast<size_t>(id) >= ctx.engine.vocab_size())
+        throw BadRequest("'allowed_token_ids' holds " + std::to_string(id) +
+                             ", outside the vocabulary (size " +
+                             std::to_string(ctx.engine.vocab_size()) + ")",
+                         "allowed_token_ids");
+    AllowOnly(allowed, ctx.engine.vocab_size(), p.logit_bias);
+  }
+  if (const Json* words = Field(body, "bad_words")) BanWords(*words, ctx, p.logit_bias);
+  if (const std::optional<int64_t> t = GetInt(body, "truncate_prompt_tokens")) {
+    const size_t max_len = ctx.engine.max_model_len();
+    if (*t < -1 || *t == 0)
+      throw BadRequest("'truncate_prompt_tokens' must be -1 or at least 1",
+                       "truncate_prompt_tokens");
+    if (*t > static_cast<int64_t>(max_len))
+      throw BadRequest("'truncate_prompt_tokens' (" + std::to_string(*t) +
+                           ") is greater than max_model_len (" + std::to_string(max_len) +
+                           "); send a smaller value",
+                       "truncate_prompt_tokens");
+    r.truncate_prompt_tokens = *t == -1 ? max_len : static_cast<size_t>(*t);
   }
   r.text.stop = p.stop;
   r.text.skip_special_tokens = p.skip_special_tokens;

@@ -2,9 +2,12 @@
 // Every failure is an ApiError naming the field (400), so bad input never reaches the engine.
 #pragma once
 
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "engine/sampling_params.h"
 #include "server/generation.h"
@@ -30,12 +33,28 @@ struct ParsedSampling {
   engine::SamplingParams params;
   TextOptions text;
   std::optional<int> max_tokens;  // as sent (max_tokens, or max_completion_tokens for chat)
+  // vLLM's truncate_prompt_tokens: keep only the last k prompt tokens (-1 sent = max_model_len).
+  std::optional<size_t> truncate_prompt_tokens;
+  int prompt_logprobs = -1;  // as asked (params.prompt_logprobs may be more: completions' echo)
 };
 
 // The sampling fields both routes share (temperature ... logit_bias, stop, n, max_tokens and vLLM's
-// extras). Request-specific fields (logprobs, echo, ...) are read by the routes. Omitted
-// temperature / top_p / top_k take the model's generation_config.json defaults.
+// extras: allowed_token_ids and single-token bad_words become logit biases of -100, priority must
+// be 0, prompt_logprobs, truncate_prompt_tokens). Request-specific fields (logprobs, echo, ...)
+// are read by the routes. Omitted temperature / top_p / top_k take the model's
+// generation_config.json defaults.
 ParsedSampling ParseSampling(const Json& body, const ServingContext& ctx, bool chat);
+// The body fields ParseSampling reads (for LogIgnoredFields).
+extern const std::initializer_list<std::string_view> kSamplingFields;
+
+// Keeps the last `keep` tokens of `ids` when it is longer (truncate_prompt_tokens).
+void TruncatePrompt(std::vector<int32_t>& ids, std::optional<size_t> keep);
+
+// Logs one warning naming the body's fields that are in none of `used` plus `also_ignored`
+// (fields present whose values the server does not honour), as vLLM logs the fields it ignores.
+void LogIgnoredFields(const char* route, const Json& body,
+                      std::initializer_list<std::initializer_list<std::string_view>> used,
+                      const std::vector<std::string>& also_ignored = {});
 
 // 400 (the context-length error) when a text of `bytes` bytes is certainly longer than
 // max_model_len tokens (ctx.max_bytes_per_token), so the tokenizer need not run on it.

@@ -136,6 +136,61 @@ test('logprobs (completions and chat) and echo with prompt logprobs', async () =
   }
 });
 
+test('vLLM extras on model output: cached_tokens, allowed_token_ids, bad_words, prompt_logprobs', async () => {
+  // A prompt no other test sends: the first request computes it, the second finds its full
+  // blocks in the prefix cache.
+  const prompt = [600];
+  for (let k = 0; k < 40; ++k) prompt.push((k * 29 + 11) % 500 + 50);
+  const first = await client.completions.create({ model: 'model', prompt, max_tokens: 2, ...greedy });
+  assert.equal(first.usage.prompt_tokens_details.cached_tokens, 0);
+  const second = await client.completions.create({ model: 'model', prompt, max_tokens: 2, ...greedy });
+  const cached = second.usage.prompt_tokens_details.cached_tokens;
+  assert.ok(cached > 0 && cached < prompt.length, `cached ${cached} of ${prompt.length}`);
+  const chat = { model: 'model', messages: [{ role: 'user', content: 'Tell me about clips, please.' }], max_tokens: 2 };
+  await client.chat.completions.create(chat);
+  assert.ok((await client.chat.completions.create(chat)).usage.prompt_tokens_details.cached_tokens > 0);
+
+  const allowed = [311, 281, 12];
+  const a = await completionIds(PROMPT, 12, { allowed_token_ids: allowed });
+  for (const t of a) assert.ok(allowed.includes(t), `token ${t} is not allowed`);
+  // 'The' is one token (311) in the test tokenizer: banning it leaves the other two.
+  const b = await completionIds(PROMPT, 12, { allowed_token_ids: allowed, bad_words: ['The'] });
+  for (const t of b) assert.ok(t === 281 || t === 12, `token ${t} is banned or not allowed`);
+
+  // prompt_logprobs agree with echo's prompt logprobs.
+  const r = await post(s.base, '/v1/completions', { prompt: PROMPT, max_tokens: 1, prompt_logprobs: 2, echo: true,
+    logprobs: 2, return_tokens_as_token_ids: true, ...greedy });
+  const plp = r.json.choices[0].prompt_logprobs;
+  const echoed = r.json.choices[0].logprobs.token_logprobs;
+  assert.equal(plp.length, PROMPT.length);
+  assert.equal(plp[0], null);
+  for (let i = 1; i < PROMPT.length; ++i) {
+    const entry = plp[i][String(PROMPT[i])];
+    assert.ok(Math.abs(entry.logprob - echoed[i]) < 1e-6);
+    const ranks = Object.values(plp[i]).map((e) => e.rank).filter((x) => x !== null);
+    assert.ok(ranks.includes(1) && ranks.includes(2));
+  }
+});
+
+test('Anthropic Messages and Responses APIs give the chat completion\'s greedy reply', async () => {
+  const question = 'How many clips did Natalia sell?';
+  const chat = await client.chat.completions.create({ model: 'model', messages: [{ role: 'user', content: question }],
+    max_tokens: 16, temperature: 0 });
+  const want = chat.choices[0].message;
+  const m = await post(s.base, '/v1/messages', { model: 'model', max_tokens: 16, temperature: 0,
+    messages: [{ role: 'user', content: question }] });
+  assert.equal(m.status, 200, m.text);
+  const blockText = (type, field) => m.json.content.filter((b) => b.type === type).map((b) => b[field]).join('');
+  assert.equal(blockText('thinking', 'thinking'), want.reasoning_content ?? '');
+  assert.equal(blockText('text', 'text'), want.content ?? '');
+  assert.equal(m.json.usage.output_tokens, chat.usage.completion_tokens);
+  const r = await client.responses.create({ model: 'model', input: question, max_output_tokens: 16, temperature: 0 });
+  const reasoning = r.output.filter((o) => o.type === 'reasoning').map((o) => o.content[0].text).join('');
+  assert.equal(reasoning, want.reasoning_content ?? '');
+  assert.equal(r.output_text, want.content ?? '');
+  assert.equal(r.usage.output_tokens, chat.usage.completion_tokens);
+});
+
 // 64 concurrent requests, mixed prompt and output lengths, a third cancelled at random moments.
 async function loadRound(cases, expected, seed) {
   let rng = seed;

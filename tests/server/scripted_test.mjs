@@ -3,6 +3,8 @@
 // OpenAI's response format, streamed and not, through the official `openai` client.
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import fs from 'node:fs';
+import path from 'node:path';
 import { MODEL, startServer, test, run, writeTemp, post, parseSse, metricValue, sleep } from './harness.mjs';
 
 const REASONING = 'Let me add two and two.\n</think>\n\nThe answer is 4.';
@@ -340,7 +342,10 @@ test('models, version, health, tokenize/detokenize', async () => {
   assert.equal(models.data[0].owned_by, 'moeserve');
   assert.equal(models.data[0].max_model_len, 4096);
   assert.equal((await fetch(s.base + '/health')).status, 200);
-  assert.equal(typeof (await (await fetch(s.base + '/version')).json()).version, 'string');
+  // The version is CMake's PROJECT_VERSION.
+  const cmake = fs.readFileSync(path.join(process.env.MOESERVE_SOURCE_DIR, 'CMakeLists.txt'), 'utf8');
+  const projectVersion = cmake.match(/project\(moeserve VERSION ([0-9.]+)/)[1];
+  assert.equal((await (await fetch(s.base + '/version')).json()).version, projectVersion);
   const t = await post(s.base, '/tokenize', { prompt: 'Hello there', add_special_tokens: false });
   assert.equal(t.json.count, t.json.tokens.length);
   assert.equal(t.json.max_model_len, 4096);

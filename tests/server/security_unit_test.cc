@@ -7,6 +7,7 @@
 
 #include "server/api_key.h"
 #include "server/request_limits.h"
+#include "server/route_table.h"
 #include "server/sha256.h"
 #include "server/stop_matcher.h"
 
