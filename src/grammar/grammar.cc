@@ -161,7 +161,7 @@ class RuleNfa {
 }  // namespace
 
 // Builds the global automaton and runs the analyses (a friend of Grammar).
-class GrammarBuilder {
+class GrammarCompiler {
  public:
   static std::shared_ptr<const Grammar> Build(const GrammarAst& ast);
 
@@ -170,10 +170,10 @@ class GrammarBuilder {
 };
 
 std::shared_ptr<const Grammar> Grammar::Compile(const GrammarAst& ast) {
-  return GrammarBuilder::Build(ast);
+  return GrammarCompiler::Build(ast);
 }
 
-std::shared_ptr<const Grammar> GrammarBuilder::Build(const GrammarAst& ast) {
+std::shared_ptr<const Grammar> GrammarCompiler::Build(const GrammarAst& ast) {
   MOESERVE_CHECK(ast.root >= 0 && static_cast<size_t>(ast.root) < ast.rules.size());
   auto g = std::make_shared<Grammar>();
   g->root_ = ast.root;
@@ -240,7 +240,7 @@ std::shared_ptr<const Grammar> GrammarBuilder::Build(const GrammarAst& ast) {
 
 // Fixpoints over the automaton: nullable rules, productive rules, live states; then drops the
 // edges that lead nowhere.
-void GrammarBuilder::Prune(Grammar& g) {
+void GrammarCompiler::Prune(Grammar& g) {
   const size_t n = g.states_.size(), num_rules = g.rule_start_.size();
   // A state is live when its rule can end from it consuming bytes and calling live rules only.
   std::vector<bool> live(n, false), productive(num_rules, false);

@@ -65,7 +65,7 @@ class Grammar {
   int32_t root() const { return root_; }
 
  private:
-  friend class GrammarBuilder;
+  friend class GrammarCompiler;
   std::vector<FsmState> states_;
   std::vector<ByteEdge> byte_edges_;
   std::vector<CallEdge> call_edges_;

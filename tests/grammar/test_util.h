@@ -19,12 +19,13 @@ namespace moeserve::grammar::testing {
 // A PCRE2 pattern compiled for full matches of UTF-8 text (the reference for regular grammars).
 class Pcre {
  public:
-  explicit Pcre(const std::string& pattern) {
+  // PCRE2_DOTALL by default: GBNF's '.' matches a newline too.
+  explicit Pcre(const std::string& pattern, uint32_t flags = PCRE2_DOTALL) {
     int err = 0;
     PCRE2_SIZE offset = 0;
     const std::string anchored = "^(?:" + pattern + ")$";
     code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(anchored.data()), anchored.size(),
-                          PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_DOTALL, &err, &offset, nullptr);
+                          PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | flags, &err, &offset, nullptr);
     if (!code_) throw std::runtime_error("bad test pattern " + pattern);
     data_ = pcre2_match_data_create_from_pattern(code_, nullptr);
   }
