@@ -51,8 +51,8 @@ Expr NonNegative(uint64_t lo, std::optional<uint64_t> hi) {
     if (a <= b) alts.push_back(FixedRange(std::to_string(a), std::to_string(b)));
   }
   if (!hi)  // every number with more digits
-    alts.push_back(Expr::Seq({Digits('1', '9'), Expr::Repeat(Digits('0', '9'), hi_digits,
-                                                             kUnbounded)}));
+    alts.push_back(
+        Expr::Seq({Digits('1', '9'), Expr::Repeat(Digits('0', '9'), hi_digits, kUnbounded)}));
   return Expr::Alt(std::move(alts));
 }
 
@@ -63,13 +63,27 @@ uint64_t Magnitude(int64_t v) {
 void AppendEscapedCodepoint(uint32_t cp, std::string& out) {
   static const char* kHex = "0123456789abcdef";
   switch (cp) {
-    case '"': out += "\\\""; return;
-    case '\\': out += "\\\\"; return;
-    case '\n': out += "\\n"; return;
-    case '\r': out += "\\r"; return;
-    case '\t': out += "\\t"; return;
-    case '\b': out += "\\b"; return;
-    case '\f': out += "\\f"; return;
+    case '"':
+      out += "\\\"";
+      return;
+    case '\\':
+      out += "\\\\";
+      return;
+    case '\n':
+      out += "\\n";
+      return;
+    case '\r':
+      out += "\\r";
+      return;
+    case '\t':
+      out += "\\t";
+      return;
+    case '\b':
+      out += "\\b";
+      return;
+    case '\f':
+      out += "\\f";
+      return;
   }
   if (cp < 0x20) {
     out += "\\u00";
@@ -92,7 +106,8 @@ Expr IntegerRange(std::optional<int64_t> lo, std::optional<int64_t> hi) {
   std::vector<Expr> alts;
   if (!lo || *lo < 0) {  // negative numbers: "-" then magnitudes in [|min(hi,-1)|, |lo|]
     const uint64_t small = hi && *hi < 0 ? Magnitude(*hi) : 1;
-    const std::optional<uint64_t> large = lo ? std::optional<uint64_t>(Magnitude(*lo)) : std::nullopt;
+    const std::optional<uint64_t> large =
+        lo ? std::optional<uint64_t>(Magnitude(*lo)) : std::nullopt;
     alts.push_back(Expr::Seq({Expr::Literal("-"), NonNegative(small, large)}));
   }
   if (!hi || *hi >= 0) {
@@ -165,13 +180,19 @@ Expr EscapeForJsonString(const Expr& e) {
 Expr JsonStringChar() {
   return Expr::Alt(
       {Expr::Class({{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}, true),
-       Expr::Seq({Expr::Literal("\\"),
-                  Expr::Alt({Expr::Class({{'"', '"'}, {'\\', '\\'}, {'/', '/'}, {'b', 'b'},
-                                          {'f', 'f'}, {'n', 'n'}, {'r', 'r'}, {'t', 't'}}),
-                             Expr::Seq({Expr::Literal("u"),
-                                        Expr::Repeat(Expr::Class({{'0', '9'}, {'A', 'F'},
-                                                                  {'a', 'f'}}),
-                                                     4, 4)})})})});
+       Expr::Seq(
+           {Expr::Literal("\\"),
+            Expr::Alt({Expr::Class({{'"', '"'},
+                                    {'\\', '\\'},
+                                    {'/', '/'},
+                                    {'b', 'b'},
+                                    {'f', 'f'},
+                                    {'n', 'n'},
+                                    {'r', 'r'},
+                                    {'t', 't'}}),
+                       Expr::Seq({Expr::Literal("u"),
+                                  Expr::Repeat(Expr::Class({{'0', '9'}, {'A', 'F'}, {'a', 'f'}}), 4,
+                                               4)})})})});
 }
 
 std::string_view FormatRegex(std::string_view format) {

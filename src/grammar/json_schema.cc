@@ -22,11 +22,9 @@ GrammarAst Guarded(F&& f) {
   }
 }
 
-
-
 }  // namespace
 
-GrammarAst JsonSchemaToGrammar(const Json& schema, const JsonSchemaOptions& options) {
+GrammarAst JsonSchemaValueToGrammar(const Json& schema, const JsonSchemaOptions& options) {
   return Guarded([&] { return SchemaCompiler(schema, options).Compile(schema); });
 }
 
@@ -37,7 +35,7 @@ GrammarAst JsonSchemaToGrammar(std::string_view schema, const JsonSchemaOptions&
   } catch (const std::exception& e) {
     throw GrammarError(detail::Concat("the JSON schema is not valid JSON: ", e.what()));
   }
-  return JsonSchemaToGrammar(parsed, options);
+  return JsonSchemaValueToGrammar(parsed, options);
 }
 
 GrammarAst JsonObjectGrammar(const JsonSchemaOptions& options) {

@@ -25,9 +25,8 @@
 //    `compact` allows none, as vLLM's disable_any_whitespace / xgrammar's separators do.
 #pragma once
 
-#include <string_view>
-
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "grammar/ast.h"
 
@@ -40,8 +39,8 @@ struct JsonSchemaOptions {
 // `schema` is JSON text (a schema object or true / false). Throws GrammarError for malformed
 // JSON, unsupported keywords (with their path) or schemas nothing can satisfy.
 GrammarAst JsonSchemaToGrammar(std::string_view schema, const JsonSchemaOptions& options);
-GrammarAst JsonSchemaToGrammar(const nlohmann::ordered_json& schema,
-                               const JsonSchemaOptions& options);
+GrammarAst JsonSchemaValueToGrammar(const nlohmann::ordered_json& schema,
+                                    const JsonSchemaOptions& options);
 
 // Any JSON object (response_format {"type": "json_object"}).
 GrammarAst JsonObjectGrammar(const JsonSchemaOptions& options);

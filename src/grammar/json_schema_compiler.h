@@ -18,14 +18,13 @@ namespace moeserve::grammar::json {
 using Json = nlohmann::ordered_json;
 
 inline const std::set<std::string> kAnnotations = {
-    "title",    "description", "default",  "examples",  "$schema",  "$id",
-    "$comment", "deprecated",  "readOnly", "writeOnly", "$defs",    "definitions"};
+    "title",    "description", "default",  "examples",  "$schema", "$id",
+    "$comment", "deprecated",  "readOnly", "writeOnly", "$defs",   "definitions"};
 inline const std::set<std::string> kKeywords = {
-    "type",     "enum",        "const",        "properties", "required",  "additionalProperties",
-    "items",    "prefixItems", "minItems",     "maxItems",   "minLength", "maxLength",
-    "pattern",  "format",      "minimum",      "maximum",    "exclusiveMinimum",
-    "exclusiveMaximum",        "anyOf",        "oneOf",      "allOf",     "$ref",
-    "nullable"};
+    "type",    "enum",        "const",    "properties", "required",         "additionalProperties",
+    "items",   "prefixItems", "minItems", "maxItems",   "minLength",        "maxLength",
+    "pattern", "format",      "minimum",  "maximum",    "exclusiveMinimum", "exclusiveMaximum",
+    "anyOf",   "oneOf",       "allOf",    "$ref",       "nullable"};
 
 class SchemaCompiler {
  public:
@@ -74,9 +73,9 @@ class SchemaCompiler {
     primitives_[name] = r;
     Expr body;
     if (name == "ws") {
-      body = Opt(Expr::Alt({Lit(" "), Expr::Seq({Lit("\n"), Expr::Repeat(Expr::Class({{' ', ' '},
-                                                                               {'\t', '\t'}}),
-                                                                 0, 40)})}));
+      body = Opt(Expr::Alt(
+          {Lit(" "),
+           Expr::Seq({Lit("\n"), Expr::Repeat(Expr::Class({{' ', ' '}, {'\t', '\t'}}), 0, 40)})}));
     } else if (name == "string") {
       body = Expr::Seq({Lit("\""), Star(json::JsonStringChar()), Lit("\"")});
     } else if (name == "number") {
@@ -99,16 +98,17 @@ class SchemaCompiler {
         alts.push_back(Expr::Rule(Primitive(p)));
       body = Expr::Alt(std::move(alts));
     } else if (name == "object") {
-      const Expr pair = Expr::Seq({Expr::Rule(Primitive("string")), Ws(), Lit(":"), Ws(),
-                                   Expr::Rule(Primitive("value"))});
+      const Expr pair = Expr::Seq(
+          {Expr::Rule(Primitive("string")), Ws(), Lit(":"), Ws(), Expr::Rule(Primitive("value"))});
       body = Expr::Seq({Lit("{"), Ws(),
                         Opt(Expr::Seq({pair, Star(Expr::Seq({Ws(), Lit(","), Ws(), pair})), Ws()})),
                         Lit("}")});
     } else if (name == "array") {
       const Expr value = Expr::Rule(Primitive("value"));
-      body = Expr::Seq({Lit("["), Ws(),
-                        Opt(Expr::Seq({value, Star(Expr::Seq({Ws(), Lit(","), Ws(), value})), Ws()})),
-                        Lit("]")});
+      body =
+          Expr::Seq({Lit("["), Ws(),
+                     Opt(Expr::Seq({value, Star(Expr::Seq({Ws(), Lit(","), Ws(), value})), Ws()})),
+                     Lit("]")});
     }
     ast_.rules[r].body = std::move(body);
     return r;
@@ -160,7 +160,8 @@ class SchemaCompiler {
       if (!s.contains(key)) continue;
       std::vector<Expr> alts;
       const Json& parts = s[key];
-      if (!parts.is_array() || parts.empty()) Fail("'", key, "' at ", path, " must be a non-empty array");
+      if (!parts.is_array() || parts.empty())
+        Fail("'", key, "' at ", path, " must be a non-empty array");
       for (size_t i = 0; i < parts.size(); ++i)
         alts.push_back(Schema(parts[i], path + "." + key + "[" + std::to_string(i) + "]"));
       return Expr::Alt(std::move(alts));

@@ -44,8 +44,8 @@ Expr SchemaCompiler::Object(const Json& s, const std::string& path) {
       props.push_back({name, &schema, is_required(name)});
   }
   for (const std::string& name : required) {
-    const bool listed = std::any_of(props.begin(), props.end(),
-                                    [&](const Prop& p) { return p.name == name; });
+    const bool listed =
+        std::any_of(props.begin(), props.end(), [&](const Prop& p) { return p.name == name; });
     if (!listed) props.push_back({name, &kAny, true});
   }
   const Json* additional = nullptr;  // absent: no other properties (see json_schema.h)
@@ -65,9 +65,9 @@ Expr SchemaCompiler::Object(const Json& s, const std::string& path) {
   // first[i]: the same when none came before.
   Expr after_tail = Expr::Empty(), first_tail = Expr::Empty();
   if (additional) {
-    const int extra = Define("extra-property",
-                             Expr::Seq({Expr::Rule(Primitive("string")), ws, Lit(":"), ws,
-                                        Schema(*additional, path + ".additionalProperties")}));
+    const int extra =
+        Define("extra-property", Expr::Seq({Expr::Rule(Primitive("string")), ws, Lit(":"), ws,
+                                            Schema(*additional, path + ".additionalProperties")}));
     after_tail = Star(Expr::Seq({Sep(ws), Expr::Rule(extra)}));
     first_tail = Opt(Expr::Seq({Expr::Rule(extra), after_tail}));
   }
@@ -100,7 +100,8 @@ Expr SchemaCompiler::Array(const Json& s, const std::string& path) {
   if (!more && (hi == kUnbounded || hi > static_cast<int>(k))) hi = static_cast<int>(k);
   if (lo < 0 || (hi != kUnbounded && hi < lo))
     Fail("no array satisfies minItems ", lo, " and the item limit ", hi, " at ", path);
-  if (hi > kMaxRepeat || lo > kMaxRepeat) Fail("minItems / maxItems above ", kMaxRepeat, " at ", path);
+  if (hi > kMaxRepeat || lo > kMaxRepeat)
+    Fail("minItems / maxItems above ", kMaxRepeat, " at ", path);
 
   const Expr ws = Ws();
   // The uniform tail: items after the prefix, count in [tail_lo, tail_hi].
@@ -115,7 +116,8 @@ Expr SchemaCompiler::Array(const Json& s, const std::string& path) {
     const Expr next = Expr::Seq({Sep(ws), Expr::Rule(item)});
     if (!first) return Expr::Repeat(next, tail_lo, tail_hi);
     const int rest_hi = tail_hi == kUnbounded ? kUnbounded : tail_hi - 1;
-    Expr some = Expr::Seq({Expr::Rule(item), Expr::Repeat(next, std::max(0, tail_lo - 1), rest_hi)});
+    Expr some =
+        Expr::Seq({Expr::Rule(item), Expr::Repeat(next, std::max(0, tail_lo - 1), rest_hi)});
     return tail_lo == 0 ? Opt(std::move(some)) : some;
   };
   if (k == 0) {
@@ -124,8 +126,8 @@ Expr SchemaCompiler::Array(const Json& s, const std::string& path) {
     // Prefix items from the last: required up to minItems, then each optional and nested.
     Expr rest = repeat_tail(false);
     for (size_t j = k; j-- > 0;) {
-      const Expr item_j =
-          Expr::Rule(Define("item", Schema(prefix[j], path + ".prefixItems[" + std::to_string(j) + "]")));
+      const Expr item_j = Expr::Rule(
+          Define("item", Schema(prefix[j], path + ".prefixItems[" + std::to_string(j) + "]")));
       Expr here = j == 0 ? Expr::Seq({item_j, std::move(rest)})
                          : Expr::Seq({Sep(ws), item_j, std::move(rest)});
       rest = static_cast<int>(j) < lo ? std::move(here) : Opt(std::move(here));
@@ -190,7 +192,8 @@ Expr SchemaCompiler::Integer(const Json& s, const std::string& path) {
   if (s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_number())
     tighten(lo, IntegerBound(s["exclusiveMinimum"], true, true, path + ".exclusiveMinimum"), true);
   if (s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_number())
-    tighten(hi, IntegerBound(s["exclusiveMaximum"], false, true, path + ".exclusiveMaximum"), false);
+    tighten(hi, IntegerBound(s["exclusiveMaximum"], false, true, path + ".exclusiveMaximum"),
+            false);
   if (!lo && !hi) return Expr::Rule(Primitive("integer"));
   try {
     return Expr::Rule(Define("integer", IntegerRange(lo, hi)));
@@ -210,13 +213,13 @@ Expr SchemaCompiler::Number(const Json& s, const std::string& path) {
     Fail("unsupported JSON Schema keyword 'minimum'/'maximum' on a number at ", path,
          " (only minimum 0 is supported for non-integers; use type integer for ranges)");
   const Expr digits = Expr::Repeat(Expr::Class({{'0', '9'}}), 1, kUnbounded);
-  return Expr::Rule(Define(
-      "non-negative-number",
-      Expr::Seq({Expr::Alt({Lit("0"), Expr::Seq({Expr::Class({{'1', '9'}}),
-                                                 Star(Expr::Class({{'0', '9'}}))})}),
-                 Opt(Expr::Seq({Lit("."), digits})),
-                 Opt(Expr::Seq({Expr::Class({{'e', 'e'}, {'E', 'E'}}),
-                                Opt(Expr::Class({{'+', '+'}, {'-', '-'}})), digits}))})));
+  return Expr::Rule(
+      Define("non-negative-number",
+             Expr::Seq({Expr::Alt({Lit("0"), Expr::Seq({Expr::Class({{'1', '9'}}),
+                                                        Star(Expr::Class({{'0', '9'}}))})}),
+                        Opt(Expr::Seq({Lit("."), digits})),
+                        Opt(Expr::Seq({Expr::Class({{'e', 'e'}, {'E', 'E'}}),
+                                       Opt(Expr::Class({{'+', '+'}, {'-', '-'}})), digits}))})));
 }
 
 Json SchemaCompiler::MergeAllOf(const Json& s, const std::string& path) {

@@ -195,21 +195,42 @@ class RegexParser {
     if (AtEnd()) Fail("pattern ends with a backslash");
     const char e = p_[pos_++];
     switch (e) {
-      case 'd': ranges = kDigit; return 0;
-      case 'w': ranges = kWord; return 0;
-      case 's': ranges = kSpace; return 0;
-      case 'D': ranges = Complement(kDigit); return 0;
-      case 'W': ranges = Complement(kWord); return 0;
-      case 'S': ranges = Complement(kSpace); return 0;
-      case 'n': return '\n';
-      case 't': return '\t';
-      case 'r': return '\r';
-      case 'f': return '\f';
-      case 'v': return '\v';
-      case '0': return 0;
-      case 'e': return 0x1B;
-      case 'a': return 0x07;
-      case 'u': return ParseHex(4);
+      case 'd':
+        ranges = kDigit;
+        return 0;
+      case 'w':
+        ranges = kWord;
+        return 0;
+      case 's':
+        ranges = kSpace;
+        return 0;
+      case 'D':
+        ranges = Complement(kDigit);
+        return 0;
+      case 'W':
+        ranges = Complement(kWord);
+        return 0;
+      case 'S':
+        ranges = Complement(kSpace);
+        return 0;
+      case 'n':
+        return '\n';
+      case 't':
+        return '\t';
+      case 'r':
+        return '\r';
+      case 'f':
+        return '\f';
+      case 'v':
+        return '\v';
+      case '0':
+        return 0;
+      case 'e':
+        return 0x1B;
+      case 'a':
+        return 0x07;
+      case 'u':
+        return ParseHex(4);
       case 'x':
         if (Peek() == '{') {
           ++pos_;
@@ -222,11 +243,17 @@ class RegexParser {
       case 'b':
         if (in_class) return 0x08;
         Fail("word boundaries (\\b) are not supported");
-      case 'B': case 'A': case 'z': case 'Z': case 'G':
+      case 'B':
+      case 'A':
+      case 'z':
+      case 'Z':
+      case 'G':
         Fail("the assertion \\", e, " is not supported");
-      case 'p': case 'P':
+      case 'p':
+      case 'P':
         Fail("Unicode properties (\\", e, "{...}) are not supported");
-      case 'k': case 'g':
+      case 'k':
+      case 'g':
         Fail("backreferences are not supported");
       default:
         if (e >= '1' && e <= '9') Fail("backreferences are not supported");
@@ -296,8 +323,7 @@ GrammarAst RegexToGrammar(std::string_view pattern) {
 GrammarAst ChoiceToGrammar(const std::vector<std::string>& choices) {
   if (choices.empty()) throw GrammarError("choice needs at least one string");
   std::vector<Expr> alts;
-  for (const std::string& c : choices)
-    alts.push_back(c.empty() ? Expr::Empty() : Expr::Literal(c));
+  for (const std::string& c : choices) alts.push_back(c.empty() ? Expr::Empty() : Expr::Literal(c));
   GrammarAst ast;
   ast.root = ast.RuleIndex("root");
   ast.rules[ast.root].body = Expr::Alt(std::move(alts));

@@ -1,10 +1,11 @@
 // Regex front end against PCRE2 itself: for each pattern, random strings over an alphabet made
 // from the pattern's own characters (plus multi-byte ones) must be fully matched by the grammar
 // exactly when PCRE2 fully matches them; unsupported constructs are errors naming them.
+#include "grammar/regex.h"
+
 #include <gtest/gtest.h>
 
 #include "grammar/grammar.h"
-#include "grammar/regex.h"
 #include "test_util.h"
 
 namespace moeserve::grammar {
@@ -100,7 +101,8 @@ TEST(Regex, UnsupportedConstructsAreNamed) {
 TEST(Choice, OneOfTheStrings) {
   const auto g = Grammar::Compile(ChoiceToGrammar({"yes", "no", "maybe so", "é"}));
   for (const char* s : {"yes", "no", "maybe so", "é"}) EXPECT_TRUE(testing::GrammarAccepts(g, s));
-  for (const char* s : {"", "ye", "yesno", "maybe", "e"}) EXPECT_FALSE(testing::GrammarAccepts(g, s));
+  for (const char* s : {"", "ye", "yesno", "maybe", "e"})
+    EXPECT_FALSE(testing::GrammarAccepts(g, s));
   EXPECT_THROW(ChoiceToGrammar({}), GrammarError);
 }
 

@@ -19,11 +19,12 @@ namespace moeserve::grammar::testing {
 // A PCRE2 pattern compiled for full matches of UTF-8 text (the reference for regular grammars).
 class Pcre {
  public:
-  // PCRE2_DOTALL by default: GBNF's '.' matches a newline too.
-  explicit Pcre(const std::string& pattern, uint32_t flags = PCRE2_DOTALL) {
+  // PCRE2_DOTALL by default: GBNF's '.' matches a newline too. `full`: the whole subject must
+  // match (else a match anywhere, JSON Schema's `pattern` semantics).
+  explicit Pcre(const std::string& pattern, uint32_t flags = PCRE2_DOTALL, bool full = true) {
     int err = 0;
     PCRE2_SIZE offset = 0;
-    const std::string anchored = "^(?:" + pattern + ")$";
+    const std::string anchored = full ? "^(?:" + pattern + ")$" : pattern;
     code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(anchored.data()), anchored.size(),
                           PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | flags, &err, &offset, nullptr);
     if (!code_) throw std::runtime_error("bad test pattern " + pattern);
@@ -34,7 +35,8 @@ class Pcre {
     pcre2_code_free(code_);
   }
   Pcre(const Pcre&) = delete;
-  bool FullMatch(const std::string& s) const {
+  bool FullMatch(const std::string& s) const { return Match(s); }
+  bool Match(const std::string& s) const {
     return pcre2_match(code_, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0, 0, data_,
                        nullptr) >= 0;
   }
