@@ -73,6 +73,7 @@ def main():
     ours = generate(a.moeserve, model,
                     kv + ["-tp", str(a.tp)] + (["--enable-expert-parallel"] if a.ep else []), logits)
     L, R = np.load(logits), np.load(base_logits)
+    assert L.shape == R.shape, (L.shape, R.shape)  # numpy would broadcast some mismatches
     scale = float(np.abs(R).max())
     max_abs, mean_abs = float(np.abs(L - R).max()), float(np.abs(L - R).mean())
     agree = float((L.argmax(-1) == R.argmax(-1)).mean())
@@ -81,6 +82,12 @@ def main():
     ok = max_abs <= 1e-2 * scale and mean_abs <= 2e-3 * scale and agree >= 0.99
     if not ok:
         print("FAIL: logits differ beyond tolerance")
+    # zip() would stop at the shorter list: check the counts and lengths first.
+    want = [24] * len(PROMPTS)
+    for who, seqs in ((name, ours), ("tp1", base)):
+        if [len(s) for s in seqs] != want:
+            print(f"FAIL: {who} has continuations of lengths {[len(s) for s in seqs]}, "
+                  f"expected {want} (one per prompt, --ignore-eos)"); ok = False
     for i, (o, b) in enumerate(zip(ours, base)):
         if o != b:
             print(f"FAIL: sequence {i} continuation differs\n  {name}: {o}\n  tp1: {b}")

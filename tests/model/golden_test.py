@@ -118,6 +118,12 @@ def main():
         print("FAIL: argmax agreement below 0.99"); ok = False
     if agree_bf16 < 0.90:
         print("FAIL: argmax agreement with the bf16 reference below 0.90"); ok = False
+    # zip() would stop at the shorter list: check the counts and lengths first.
+    want = [a.max_tokens] * len(prompts)
+    for who, seqs in (("ours", ours_tokens), ("ref", ref["token_ids"])):
+        if [len(s) for s in seqs] != want:
+            print(f"FAIL: {who} has continuations of lengths {[len(s) for s in seqs]}, "
+                  f"expected {want} (one per prompt, --ignore-eos)"); ok = False
     for i, (o, r) in enumerate(zip(ours_tokens, ref["token_ids"])):
         if o != r:
             print(f"FAIL: sequence {i} greedy continuation differs\n  ours {o}\n  ref  {r}"); ok = False

@@ -98,8 +98,15 @@ def check_tp(a, fmt, model, tp_size, prompt_args, ref, ref_logits, ours_logits):
         print("FAIL: logits differ beyond tolerance"); ok = False
     if agree < 0.99:
         print("FAIL: argmax agreement below 0.99"); ok = False
+    # zip() would stop at the shorter list (and the search below assumes equal lengths): check the
+    # counts and lengths first.
+    want = [a.max_tokens] * len(PROMPTS)
+    for who, seqs in (("ours", ours), ("ref", ref["token_ids"])):
+        if [len(s) for s in seqs] != want:
+            print(f"FAIL: {who} has continuations of lengths {[len(s) for s in seqs]}, "
+                  f"expected {want} (one per prompt, --ignore-eos)"); ok = False
     for i, (o, rr) in enumerate(zip(ours, ref["token_ids"])):
-        if o == rr:
+        if o == rr or len(o) != len(rr):
             continue
         j = next(k for k in range(len(o)) if o[k] != rr[k])
         margin = reference_margin(a, model, PROMPTS[i] + rr[:j], rr[j], o[j])
