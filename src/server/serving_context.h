@@ -45,6 +45,9 @@ struct ServerConfig {
 };
 
 struct ServingContext {
+  ServingContext(engine::EngineInterface& e, const tokenizer::Tokenizer& t)
+      : engine(e), tokenizer(t) {}
+
   engine::EngineInterface& engine;
   const tokenizer::Tokenizer& tokenizer;
   const chat::ChatTemplate* chat_template = nullptr;  // null: the chat route answers 400
