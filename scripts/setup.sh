@@ -10,7 +10,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 PACKAGES=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git curl
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libboost-dev libcli11-dev libpcre2-dev libicu-dev
   libopenmpi-dev openmpi-bin
