@@ -39,8 +39,8 @@ engine::ScriptedEngineConfig EngineConfig(const tokenizer::Tokenizer& tok,
                        /*add_special_tokens=*/false);
   c.eos_token_ids = cfg.eos_token_ids;
   c.vocab_size = cfg.vocab_size;
-  // Small, so that ignore_eos with a large max_tokens still ends within a few hundred ticks.
-  c.max_model_len = 256;
+  // Small, so that ignore_eos with a large max_tokens still ends within a few dozen ticks.
+  c.max_model_len = 64;
   c.tick = std::chrono::microseconds(0);
   return c;
 }
@@ -61,6 +61,7 @@ struct Fixture {
     ctx.config.model_dir = dir;
     ctx.config.reasoning = chat::ReasoningFormat::kThinkTags;
     ctx.config.tool_calls = chat::ToolCallFormat::kMiniMaxXml;
+    ctx.config.limits.max_sequences = 8;  // bounds the work of one input (n, prompt lists)
   }
   model::ModelConfig cfg;
   tokenizer::Tokenizer tok;
@@ -103,9 +104,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     kHandlers[data[0] % std::size(kHandlers)](f.ctx, req, res);
     if (res.stream) {
       std::string out;
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
       while (!res.stream->Poll(out)) {
-        if (std::chrono::steady_clock::now() > deadline) Finding("stream did not end in 5 s");
+        if (std::chrono::steady_clock::now() > deadline) Finding("stream did not end in 30 s");
         std::this_thread::yield();
       }
     }
