@@ -1,6 +1,6 @@
 // libFuzzer target: arbitrary request bodies through the handler of every POST route
-// (/v1/completions, /v1/chat/completions, /tokenize, /detokenize: body parsing, sampling / message /
-// tool / prompt checks, chat-template rendering, tokenizing, the response, streamed or not) over
+// (/v1/completions, /v1/chat/completions, /tokenize, /detokenize: body parsing, sampling / message
+// / tool / prompt checks, chat-template rendering, tokenizing, the response, streamed or not) over
 // the bundled tiny model's tokenizer and chat template and a ScriptedEngine (no model runs).
 // The first byte picks the route, the rest is the body. Expected outcomes: a response, or an
 // ApiError below 500 / a moeserve::Error (the server answers both with an error body). Anything
@@ -34,9 +34,10 @@ engine::ScriptedEngineConfig EngineConfig(const tokenizer::Tokenizer& tok,
                                           const model::ModelConfig& cfg) {
   engine::ScriptedEngineConfig c;
   // A short reply with reasoning and a tool call, so the reply parsers run on every request.
-  c.reply = tok.Encode("ok</think>\n\n<minimax:tool_call>\n<invoke name=\"f\">\n"
-                       "<parameter name=\"a\">1</parameter>\n</invoke>\n</minimax:tool_call>",
-                       /*add_special_tokens=*/false);
+  c.reply = tok.Encode(
+      "ok</think>\n\n<minimax:tool_call>\n<invoke name=\"f\">\n"
+      "<parameter name=\"a\">1</parameter>\n</invoke>\n</minimax:tool_call>",
+      /*add_special_tokens=*/false);
   c.eos_token_ids = cfg.eos_token_ids;
   c.vocab_size = cfg.vocab_size;
   // Small, so that ignore_eos with a large max_tokens still ends within a few dozen ticks.
