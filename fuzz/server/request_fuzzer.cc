@@ -1,8 +1,8 @@
 // libFuzzer target: arbitrary request bodies through the handler of every POST route
-// (/v1/completions, /v1/chat/completions, /tokenize, /detokenize: body parsing, sampling / message
-// / tool / prompt checks, chat-template rendering, tokenizing, the response, streamed or not) over
-// the bundled tiny model's tokenizer and chat template and a ScriptedEngine (no model runs).
-// The first byte picks the route, the rest is the body. Expected outcomes: a response, or an
+// (/v1/completions, /v1/chat/completions, /tokenize, /detokenize: body parsing, the sampling,
+// message, tool and prompt checks, chat-template rendering, tokenizing, the response, streamed or
+// not) over the bundled tiny model's tokenizer and chat template and a ScriptedEngine (no model
+// runs). The first byte picks the route, the rest is the body. Expected outcomes: a response, or an
 // ApiError below 500 / a moeserve::Error (the server answers both with an error body). Anything
 // else (crash, hang, sanitizer report, another exception, a 5xx) is a finding: in the server it
 // would be a 500 or worse. Built by CMake with -DMOESERVE_FUZZ=ON (clang), run by CTest.
