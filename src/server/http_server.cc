@@ -32,7 +32,9 @@ void TransportError(int status, const std::string& message, HttpResponse& res) {
     SendError(res, status, message, status >= 500 ? "server_error" : "invalid_request_error");
 }
 
-void Tokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
+}  // namespace
+
+void HandleTokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const Json body = ParseBody(req.body);
   CheckModel(body, ctx);
   std::vector<int32_t> ids;
@@ -62,7 +64,7 @@ void Tokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
            {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", ctx.engine.max_model_len()}});
 }
 
-void Detokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
+void HandleDetokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const Json body = ParseBody(req.body);
   CheckModel(body, ctx);
   auto t = body.find("tokens");
@@ -76,6 +78,8 @@ void Detokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) 
   }
   SendJson(res, {{"prompt", ctx.tokenizer.Decode(ids, false)}});
 }
+
+namespace {
 
 // Runs a handler, turning its exceptions into error responses.
 void Guarded(const HttpRequest& req, HttpResponse& res,
@@ -117,8 +121,8 @@ void Models(ServingContext& ctx, const HttpRequest&, HttpResponse& res) {
 const RouteEntry kRoutes[] = {
     {"POST", "/v1/completions", true, HandleCompletions},
     {"POST", "/v1/chat/completions", true, HandleChatCompletions},
-    {"POST", "/tokenize", true, Tokenize},
-    {"POST", "/detokenize", true, Detokenize},
+    {"POST", "/tokenize", true, HandleTokenize},
+    {"POST", "/detokenize", true, HandleDetokenize},
     {"GET", "/v1/models", false, Models},
     {"GET", "/health", false, [](ServingContext&, const HttpRequest&, HttpResponse& res) {}},
     {"GET", "/version", false,

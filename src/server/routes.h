@@ -17,6 +17,8 @@ namespace moeserve::server {
 
 void HandleCompletions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
 void HandleChatCompletions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
+void HandleTokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);    // vLLM's
+void HandleDetokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);  // vLLM's
 
 // "prefix-" + 32 random hex digits.
 std::string RandomId(const char* prefix);
