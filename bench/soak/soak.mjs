@@ -15,7 +15,8 @@
 //
 // Sampled every --sample-every s: VmRSS of the server and /metrics (KV blocks used, running,
 // waiting). After --warmup-frac of the run (which includes one pause of its own), traffic pauses
-// until the server is idle and the idle RSS is the baseline; at the end, the same idle measurement is compared with it.
+// until the server is idle and the idle RSS is the baseline; at the end, the same idle
+// measurement is compared with it.
 // Checks (exit 1 on any violation): the server alive throughout and exits 0 on SIGTERM at the end;
 // 0 KV blocks in use and 0 running / waiting when idle; idle RSS drift < --max-rss-drift-pct;
 // every response what its kind expects (well-formed errors included); no request unanswered.
