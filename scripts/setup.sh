@@ -2,6 +2,7 @@
 # Installs everything moeserve's build and tests need on Debian 12, builds, and runs the tests.
 #   bash scripts/setup.sh            # install + build + test
 #   bash scripts/setup.sh --no-test  # install + build
+# MOESERVE_CMAKE_ARGS adds configure options (CI: -DMOESERVE_WERROR=ON -DMOESERVE_REQUIRE_ALL_TESTS=ON).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,12 +10,12 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
 PACKAGES=(
-  build-essential cmake pkg-config git
+  build-essential cmake pkg-config git curl
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libboost-dev libcli11-dev libpcre2-dev libicu-dev
   libopenmpi-dev openmpi-bin
   python3 python3-torch python3-numpy
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev clang-format ccache
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -35,7 +36,8 @@ if [ ! -d node_modules ] || [ package.json -nt node_modules ]; then
 fi
 
 JOBS="${JOBS:-2}"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+# shellcheck disable=SC2086  # MOESERVE_CMAKE_ARGS is a list of words
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${MOESERVE_CMAKE_ARGS:-}
 cmake --build build -j"$JOBS"
 
 if [ "${1:-}" != "--no-test" ]; then

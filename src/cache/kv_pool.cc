@@ -20,9 +20,8 @@ KvPool::KvPool(const model::KvLayout& layout, size_t block_size, size_t num_bloc
       block_bytes_(AlignedBlockBytes(layout, block_size)) {
   MOESERVE_CHECK(block_size > 0 && num_blocks > 0);
   const size_t total = layout.num_layers * num_blocks * block_bytes_ + kAlign;
-  // Default-initialised (not zeroed): pages are touched only when a block is first written.
-  keys_.reset(new uint8_t[total]);
-  values_.reset(new uint8_t[total]);
+  keys_ = ResidentMemory(total);
+  values_ = ResidentMemory(total);
 }
 
 namespace {
@@ -35,14 +34,14 @@ uint8_t* KvPool::KeyBlock(size_t layer, int32_t block) {
   MOESERVE_CHECK(layer < layout_.num_layers && block >= 0 &&
                      static_cast<size_t>(block) < num_blocks_,
                  layer, " ", block);
-  return Align(keys_.get()) + (layer * num_blocks_ + static_cast<size_t>(block)) * block_bytes_;
+  return Align(keys_.data()) + (layer * num_blocks_ + static_cast<size_t>(block)) * block_bytes_;
 }
 
 uint8_t* KvPool::ValueBlock(size_t layer, int32_t block) {
   MOESERVE_CHECK(layer < layout_.num_layers && block >= 0 &&
                      static_cast<size_t>(block) < num_blocks_,
                  layer, " ", block);
-  return Align(values_.get()) + (layer * num_blocks_ + static_cast<size_t>(block)) * block_bytes_;
+  return Align(values_.data()) + (layer * num_blocks_ + static_cast<size_t>(block)) * block_bytes_;
 }
 
 size_t KvPool::BytesPerBlock() const { return 2 * layout_.num_layers * block_bytes_; }

@@ -7,15 +7,16 @@
 #pragma once
 
 #include <cstddef>
-#include <memory>
 
+#include "cache/resident_memory.h"
 #include "model/batch.h"
 
 namespace moeserve::cache {
 
 class KvPool final : public model::KvStorage {
  public:
-  // layout.dtype (bf16 or fp8 e4m3) decides the block format.
+  // layout.dtype (bf16 or fp8 e4m3) decides the block format. The memory is resident (all pages
+  // faulted in) when this returns: see resident_memory.h.
   KvPool(const model::KvLayout& layout, size_t block_size, size_t num_blocks);
 
   size_t block_size() const override { return block_size_; }
@@ -32,7 +33,7 @@ class KvPool final : public model::KvStorage {
  private:
   model::KvLayout layout_;
   size_t block_size_, num_blocks_, block_bytes_;
-  std::unique_ptr<uint8_t[]> keys_, values_;
+  ResidentMemory keys_, values_;
 };
 
 }  // namespace moeserve::cache

@@ -38,6 +38,16 @@ int TwiceE2M1(uint8_t code) {
   return static_cast<int>(2.0f * E2M1ToFloat(code));
 }
 
+// Round half to even, as the SIMD paths do. clang 14 has no __builtin_roundevenf; nearbyint rounds
+// the same way in the default rounding mode.
+inline float RoundEven(float x) {
+#if __has_builtin(__builtin_roundevenf)
+  return __builtin_roundevenf(x);
+#else
+  return std::nearbyint(x);
+#endif
+}
+
 }  // namespace
 
 void QuantizeRowQ8Reference(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
@@ -52,7 +62,7 @@ void QuantizeRowQ8Reference(const float* x, size_t k, int8_t* q, float* d, int32
     for (size_t i = 0; i < kBlock; ++i) {
       // scale == 0 also when a subnormal amax underflows in the division: the block is then
       // zeros to int8 precision, and x / 0 would be ±inf or NaN.
-      float r = scale == 0.0f ? 0.0f : __builtin_roundevenf(v[i] / scale);
+      float r = scale == 0.0f ? 0.0f : RoundEven(v[i] / scale);
       r = r > 127.0f ? 127.0f : (r < -127.0f ? -127.0f : r);
       q[b * kBlock + i] = static_cast<int8_t>(r);
       s += q[b * kBlock + i];

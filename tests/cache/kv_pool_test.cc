@@ -1,12 +1,47 @@
 // The KV pool's memory accounting: FP8 blocks fit about twice as many tokens in the same bytes.
 #include "cache/kv_pool.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 
 namespace moeserve::cache {
 namespace {
+
+// Pages of [p, p + bytes) that are not resident (mincore).
+size_t NonResidentPages(const uint8_t* p, size_t bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
+  std::vector<unsigned char> vec((end - begin + page - 1) / page);
+  EXPECT_EQ(mincore(reinterpret_cast<void*>(begin), end - begin, vec.data()), 0);
+  size_t missing = 0;
+  for (unsigned char v : vec) missing += !(v & 1);
+  return missing;
+}
+
+// The whole pool is resident before any block is written (resident_memory.h: the soak's RSS steps
+// were KV pages touched for the first time by a burst), and reads as zeros.
+TEST(KvPool, EveryBlockIsResidentBeforeItIsWritten) {
+  model::KvLayout layout{3, 2, 64, DType::kBF16};
+  const size_t blocks = 257;  // ~6 MiB per K and V: many pages, not a multiple of a huge page
+  KvPool pool(layout, 16, blocks);
+  const size_t block_bytes = layout.BlockBytes(16);
+  for (size_t layer = 0; layer < layout.num_layers; ++layer) {
+    for (int32_t b : {0, 128, 256}) {
+      EXPECT_EQ(NonResidentPages(pool.KeyBlock(layer, b), block_bytes), 0u) << layer << " " << b;
+      EXPECT_EQ(NonResidentPages(pool.ValueBlock(layer, b), block_bytes), 0u) << layer << " " << b;
+    }
+  }
+  const uint8_t* first = pool.KeyBlock(0, 0);
+  const uint8_t* last = pool.ValueBlock(layout.num_layers - 1, static_cast<int32_t>(blocks - 1));
+  EXPECT_EQ(NonResidentPages(first, block_bytes * layout.num_layers * blocks), 0u);
+  for (size_t i = 0; i < block_bytes; ++i) ASSERT_EQ(last[i], 0) << i;
+}
 
 TEST(KvPool, Fp8DoublesTheBlocksForTheSameMemory) {
   model::KvLayout bf16_layout{62, 8, 128, DType::kBF16};  // MiniMax-M2.1 per rank at tp 1

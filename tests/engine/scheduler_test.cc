@@ -259,8 +259,9 @@ std::vector<size_t> FirstTokenSteps(const SchedulerConfig& c, size_t steps) {
     EXPECT_LE(step.num_tokens, c.max_num_batched_tokens);
     std::vector<int32_t> sampled;
     for (const ScheduledSeq& q : step.seqs) {
-      if (q.seq->num_output_tokens() == 0)
+      if (q.seq->num_output_tokens() == 0) {
         EXPECT_LE(q.num_new_tokens, c.long_prefill_token_threshold);
+      }
       if (q.needs_logits) {
         sampled.push_back(9);
         if (first_token_step[q.seq->id()] == 0) first_token_step[q.seq->id()] = step_index;
