@@ -17,9 +17,9 @@
 #include <random>
 #include <vector>
 
+#include "bench_timing.h"
 #include "kernels/attention.h"
 #include "kernels/quant.h"
-#include "bench_timing.h"
 #include "kernels/roofline.h"
 #include "runtime/cpu_features.h"
 #include "runtime/thread_pool.h"

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "bench_timing.h"
 #include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
-#include "bench_timing.h"
 #include "kernels/roofline.h"
 #include "runtime/cpu_features.h"
 #include "runtime/thread_pool.h"
@@ -70,7 +70,8 @@ int Main(int argc, char** argv) {
   std::vector<float> x(512 * 6144), y(512 * 6144);
   for (float& v : x) v = (static_cast<int>(rng() % 2001) - 1000) * 1e-3f;
 
-  std::printf("GEMV m=%zu (weights cycled through > 4x LLC so every byte comes from DRAM)\n", gemv_m);
+  std::printf("GEMV m=%zu (weights cycled through > 4x LLC so every byte comes from DRAM)\n",
+              gemv_m);
   for (const Shape& s : shapes) {
     const size_t bytes = s.rows * s.cols * 2;
     const size_t copies = std::max<size_t>(2, (160u << 20) / bytes);

@@ -15,15 +15,15 @@
 #include <random>
 #include <vector>
 
+#include "bench_timing.h"
 #include "kernels/internal.h"
 #include "kernels/matmul.h"
 #include "kernels/mxfp4_i8.h"
 #include "kernels/quant.h"
 #include "kernels/roofline.h"
+#include "read_probe.h"
 #include "runtime/cpu_features.h"
 #include "runtime/thread_pool.h"
-#include "bench_timing.h"
-#include "read_probe.h"
 
 namespace moeserve::kernels {
 namespace {
@@ -104,7 +104,6 @@ void MatMulInt8(const float* x, size_t m, const WeightMatrix& w, Q8Buffer& buf, 
     avx2::MatMulMxfp4I8(q, Mxfp4I8Rows(w, r0, r1 - r0), y + r0, w.rows, false);
   });
 }
-
 
 struct Shape {
   const char* name;

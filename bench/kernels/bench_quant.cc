@@ -21,16 +21,16 @@
 #include <tuple>
 #include <vector>
 
+#include "bench_timing.h"
 #include "kernels/attention.h"
 #include "kernels/internal.h"
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
 #include "kernels/quant.h"
 #include "kernels/roofline.h"
+#include "read_probe.h"
 #include "runtime/cpu_features.h"
 #include "runtime/thread_pool.h"
-#include "bench_timing.h"
-#include "read_probe.h"
 
 namespace moeserve::kernels {
 namespace {
@@ -116,7 +116,6 @@ struct Shape {
   const char* name;
   size_t rows, cols;
 };
-
 
 // MatMul with m tokens on a quantized [rows, cols] weight: `runs` rounds of (read probe, kernel).
 // hot: one weight, resident in the LLC after the first run, and the probe re-reading the same

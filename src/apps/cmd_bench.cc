@@ -72,9 +72,10 @@ int RunBench(const BenchOptions& o) {
   layout.dtype = ParseKvCacheDtype(o.kv_cache_dtype);
   cache::KvPool kv(layout, block_size, table.size() + batch_tables.size() * private_blocks);
 
-  std::printf("moeserve bench: %s, %zu layers, hidden %zu, %zu experts top-%zu, %zu threads x %d rank(s)\n",
-              o.model.model_dir.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_experts,
-              cfg.num_experts_per_token, pool.num_threads(), comm.size());
+  std::printf(
+      "moeserve bench: %s, %zu layers, hidden %zu, %zu experts top-%zu, %zu threads x %d rank(s)\n",
+      o.model.model_dir.c_str(), cfg.num_layers, cfg.hidden_size, cfg.num_experts,
+      cfg.num_experts_per_token, pool.num_threads(), comm.size());
 
   std::mt19937 rng(1234);
   std::vector<int32_t> prompt(o.prompt_len);
@@ -145,8 +146,10 @@ int RunBench(const BenchOptions& o) {
     decode_comm.push_back(decode_c / decode_s);
     prefill_tps.push_back(prompt.size() / prefill_s);
     decode_tps.push_back(o.decode_tokens / decode_s);
-    std::printf("  run %zu: prefill %.1f tok/s, decode %.2f tok/s  (roofline: read %.1f GB/s, bf16 %.0f GFLOP/s)\n",
-                run, prefill_tps.back(), decode_tps.back(), read_gbps.back(), bf16_gflops.back());
+    std::printf(
+        "  run %zu: prefill %.1f tok/s, decode %.2f tok/s  (roofline: read %.1f GB/s, bf16 %.0f "
+        "GFLOP/s)\n",
+        run, prefill_tps.back(), decode_tps.back(), read_gbps.back(), bf16_gflops.back());
   }
   const double p = Median(prefill_tps), d = Median(decode_tps);
   kernels::Roofline roof;
@@ -159,23 +162,31 @@ int RunBench(const BenchOptions& o) {
   // threads only, so with several ranks the peak compared against is rank 0's times their number.
   const double gflops = p * flops / 1e9, gbps = d * bytes / 1e9;
   const double all_ranks_peak = roof.bf16_fma_gflops * comm.size();
-  std::printf("\nmachine (medians of the per-run probes): read bandwidth %.1f GB/s, bf16 FMA peak %.0f GFLOP/s, f32 FMA peak %.0f GFLOP/s\n",
-              roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops);
-  std::printf("prefill (%zu-token prompt): %.1f tok/s = %.1f GFLOP/s = %.0f%% of the bf16 peak%s  [median of %zu]\n",
-              o.prompt_len, p, gflops, 100 * gflops / all_ranks_peak,
-              comm.size() > 1 ? " (rank 0's x ranks)" : "", o.runs);
-  std::printf("decode (batch 1): %.2f tok/s; %.1f MB of weights per token -> %.1f GB/s = %.0f%% of the read bandwidth  [median of %zu]\n",
-              d, bytes / 1e6, gbps, 100 * gbps / roof.read_gbps, o.runs);
+  std::printf(
+      "\nmachine (medians of the per-run probes): read bandwidth %.1f GB/s, bf16 FMA peak %.0f "
+      "GFLOP/s, f32 FMA peak %.0f GFLOP/s\n",
+      roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops);
+  std::printf(
+      "prefill (%zu-token prompt): %.1f tok/s = %.1f GFLOP/s = %.0f%% of the bf16 peak%s  [median "
+      "of %zu]\n",
+      o.prompt_len, p, gflops, 100 * gflops / all_ranks_peak,
+      comm.size() > 1 ? " (rank 0's x ranks)" : "", o.runs);
+  std::printf(
+      "decode (batch 1): %.2f tok/s; %.1f MB of weights per token -> %.1f GB/s = %.0f%% of the "
+      "read bandwidth  [median of %zu]\n",
+      d, bytes / 1e6, gbps, 100 * gbps / roof.read_gbps, o.runs);
   if (!batch_step_s.empty()) {
     const double step = Median(batch_step_s), all = static_cast<double>(model->WeightBytes());
-    std::printf("decode (batch %zu): %.1f tok/s, %.1f ms per step; reading all %.0f MB of weights once "
-                "takes %.1f ms at the read bandwidth  [median of %zu]\n",
-                o.decode_batch, o.decode_batch / step, step * 1e3, all / 1e6,
-                all / (roof.read_gbps * 1e9) * 1e3, o.runs);
+    std::printf(
+        "decode (batch %zu): %.1f tok/s, %.1f ms per step; reading all %.0f MB of weights once "
+        "takes %.1f ms at the read bandwidth  [median of %zu]\n",
+        o.decode_batch, o.decode_batch / step, step * 1e3, all / 1e6,
+        all / (roof.read_gbps * 1e9) * 1e3, o.runs);
   }
   if (comm.size() > 1)
-    std::printf("rank 0 (bytes above are its shard): time in collectives: prefill %.0f%%, decode %.0f%%\n",
-                100 * Median(prefill_comm), 100 * Median(decode_comm));
+    std::printf(
+        "rank 0 (bytes above are its shard): time in collectives: prefill %.0f%%, decode %.0f%%\n",
+        100 * Median(prefill_comm), 100 * Median(decode_comm));
   return 0;
 }
 
@@ -195,7 +206,8 @@ CommandRegistration reg{
       sub.add_option("--prompt-len", o->prompt_len, "Prefill length")->capture_default_str();
       sub.add_option("--decode-tokens", o->decode_tokens, "Tokens decoded per run")
           ->capture_default_str();
-      sub.add_option("--runs", o->runs, "Timed runs (the median is reported)")->capture_default_str();
+      sub.add_option("--runs", o->runs, "Timed runs (the median is reported)")
+          ->capture_default_str();
       sub.add_option("--decode-batch", o->decode_batch,
                      "Also decode this many sequences together (a serving step); 1: only batch 1")
           ->capture_default_str();

@@ -1,6 +1,8 @@
 // moeserve generate: run prompts through the engine offline and print the continuations. The same
 // engine, scheduler and sampler as `moeserve serve`, so both give the same tokens.
 #include <cstdio>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "apps/command_registry.h"
 #include "apps/model_options.h"
@@ -10,9 +12,6 @@
 #include "engine/llm_engine.h"
 #include "engine/prompt_logits.h"
 #include "tokenizer/tokenizer.h"
-
-#include <nlohmann/json.hpp>
-#include <optional>
 
 namespace moeserve::apps {
 namespace {

@@ -412,7 +412,8 @@ CommandRegistration reg{
       sub.add_flag("--disable-log-stats", o->disable_log_stats,
                    "No periodic stats line (every VLLM_LOG_STATS_INTERVAL s, default 10, while "
                    "busy)");
-      sub.add_option("--max-request-bytes", s.max_body_bytes, "Largest request body, Content-Length or chunked (413 above)")
+      sub.add_option("--max-request-bytes", s.max_body_bytes,
+                     "Largest request body, Content-Length or chunked (413 above)")
           ->capture_default_str();
       auto& lim = s.limits;
       sub.add_option("--max-sequences-per-request", lim.max_sequences,

@@ -17,8 +17,8 @@ ResidentMemory::ResidentMemory(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
-    throw Error(detail::Concat("cannot map ", bytes, " bytes for the KV cache: ",
-                               std::strerror(errno)));
+    throw Error(
+        detail::Concat("cannot map ", bytes, " bytes for the KV cache: ", std::strerror(errno)));
   data_ = static_cast<uint8_t*>(p);
   // Advice only: without THP (or with it off) the pages are plain 4 KiB ones.
   madvise(data_, bytes, MADV_HUGEPAGE);

@@ -1,5 +1,6 @@
 // Two kinds of failure (DESIGN.md "Errors"):
-//  - moeserve::Error: bad input at a boundary (a file, a flag, a request). Thrown, caught by the app
+//  - moeserve::Error: bad input at a boundary (a file, a flag, a request). Thrown, caught by the
+//  app
 //    or the server, reported to the user; the process keeps serving where it can.
 //  - MOESERVE_CHECK: a broken internal invariant. Prints the offending values and aborts.
 #pragma once
@@ -34,9 +35,9 @@ template <typename... Args>
 
 }  // namespace moeserve
 
-#define MOESERVE_CHECK(cond, ...)                                                 \
-  do {                                                                            \
-    if (!(cond)) [[unlikely]]                                                     \
-      ::moeserve::detail::CheckFailed(__FILE__, __LINE__, #cond,                  \
+#define MOESERVE_CHECK(cond, ...)                                                                 \
+  do {                                                                                            \
+    if (!(cond)) [[unlikely]]                                                                     \
+      ::moeserve::detail::CheckFailed(__FILE__, __LINE__, #cond,                                  \
                                       ::moeserve::detail::Concat("" __VA_OPT__(, ) __VA_ARGS__)); \
   } while (0)

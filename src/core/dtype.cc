@@ -6,26 +6,40 @@ namespace moeserve {
 
 size_t DTypeSize(DType t) {
   switch (t) {
-    case DType::kF32: return 4;
-    case DType::kBF16: return 2;
-    case DType::kF16: return 2;
-    case DType::kF8E4M3: return 1;
-    case DType::kU8: return 1;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+      return 2;
+    case DType::kF16:
+      return 2;
+    case DType::kF8E4M3:
+      return 1;
+    case DType::kU8:
+      return 1;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
   }
   return 0;
 }
 
 std::string_view DTypeName(DType t) {
   switch (t) {
-    case DType::kF32: return "F32";
-    case DType::kBF16: return "BF16";
-    case DType::kF16: return "F16";
-    case DType::kF8E4M3: return "F8_E4M3";
-    case DType::kU8: return "U8";
-    case DType::kI32: return "I32";
-    case DType::kI64: return "I64";
+    case DType::kF32:
+      return "F32";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
+    case DType::kF8E4M3:
+      return "F8_E4M3";
+    case DType::kU8:
+      return "U8";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
   }
   return "?";
 }

@@ -42,7 +42,9 @@ inline bf16 F32ToBf16(float f) {
 }
 
 // f32 -> bf16 -> f32: the value a bf16 tensor would hold.
-inline float RoundToBf16(float f) { return Bf16ToF32(F32ToBf16(f)); }
+inline float RoundToBf16(float f) {
+  return Bf16ToF32(F32ToBf16(f));
+}
 
 float F16ToF32(uint16_t h);
 // OCP float8 e4m3fn (torch.float8_e4m3fn): bias 7, no infinities, 0x7f/0xff are NaN.

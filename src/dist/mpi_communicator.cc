@@ -30,8 +30,7 @@ constexpr size_t kMaxCount = INT_MAX / 2;
 }  // namespace
 
 bool MpiCommunicator::LaunchedByMpi() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
-         std::getenv("PMIX_RANK");
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
 }
 
 MpiCommunicator::MpiCommunicator() {
@@ -43,7 +42,9 @@ MpiCommunicator::MpiCommunicator() {
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
 }
 
-MpiCommunicator::~MpiCommunicator() { MPI_Finalize(); }
+MpiCommunicator::~MpiCommunicator() {
+  MPI_Finalize();
+}
 
 void MpiCommunicator::AllReduceSum(float* data, size_t count) {
   Timer t(seconds_);

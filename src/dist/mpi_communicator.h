@@ -13,7 +13,7 @@ class MpiCommunicator final : public Communicator {
   // True when this process was started by mpirun (or another PMI launcher).
   static bool LaunchedByMpi();
 
-  MpiCommunicator();  // MPI_Init_thread
+  MpiCommunicator();            // MPI_Init_thread
   ~MpiCommunicator() override;  // MPI_Finalize
 
   int rank() const override { return rank_; }

@@ -24,7 +24,9 @@ void SendHeader(dist::Communicator& comm, std::vector<int64_t> header) {
 StepBroadcaster::StepBroadcaster(std::unique_ptr<model::Model> inner, dist::Communicator& comm)
     : inner_(std::move(inner)), comm_(comm) {}
 
-StepBroadcaster::~StepBroadcaster() { SendHeader(comm_, {kStop, 0, 0, 0, 0, 0, 0}); }
+StepBroadcaster::~StepBroadcaster() {
+  SendHeader(comm_, {kStop, 0, 0, 0, 0, 0, 0});
+}
 
 void StepBroadcaster::Forward(const model::Batch& batch, model::KvStorage& kv, float* logits) {
   std::vector<int64_t> payload(batch.token_ids.begin(), batch.token_ids.end());
@@ -36,11 +38,11 @@ void StepBroadcaster::Forward(const model::Batch& batch, model::KvStorage& kv, f
   }
   const auto* pool = dynamic_cast<const cache::KvPool*>(&kv);
   MOESERVE_CHECK(pool, "distributed steps need a cache::KvPool");
-  SendHeader(comm_, {kStep, static_cast<int64_t>(kv.block_size()),
-                     static_cast<int64_t>(pool->num_blocks()),
-                     static_cast<int64_t>(pool->dtype()),
-                     static_cast<int64_t>(batch.token_ids.size()),
-                     static_cast<int64_t>(batch.seqs.size()), static_cast<int64_t>(payload.size())});
+  SendHeader(
+      comm_,
+      {kStep, static_cast<int64_t>(kv.block_size()), static_cast<int64_t>(pool->num_blocks()),
+       static_cast<int64_t>(pool->dtype()), static_cast<int64_t>(batch.token_ids.size()),
+       static_cast<int64_t>(batch.seqs.size()), static_cast<int64_t>(payload.size())});
   comm_.Broadcast(payload.data(), payload.size() * sizeof(int64_t), 0);
   inner_->Forward(batch, kv, logits);
 }

@@ -18,7 +18,8 @@ std::vector<float> ComputePromptLogits(model::Model& model,
       batch.logits_rows.push_back(static_cast<int32_t>(batch.token_ids.size() + i));
     batch.token_ids.insert(batch.token_ids.end(), prompts[s].begin(), prompts[s].end());
   }
-  for (size_t s = 0; s < prompts.size(); ++s) batch.seqs.push_back({prompts[s].size(), 0, tables[s]});
+  for (size_t s = 0; s < prompts.size(); ++s)
+    batch.seqs.push_back({prompts[s].size(), 0, tables[s]});
   model::KvLayout layout = model.kv_layout();
   layout.dtype = kv_dtype;
   cache::KvPool kv(layout, kBlockSize, std::max<int32_t>(next_block, 1));

@@ -78,7 +78,8 @@ float Fp8PanelElement(const WeightMatrix& w, size_t r, size_t c) {
   const uint8_t code =
       static_cast<const uint8_t*>(w.data)[p * w.row_stride + c * kFp8PanelRows + lane];
   const size_t b = (w.col0 + c) / kFp8ScaleBlock - w.col0 / kFp8ScaleBlock;
-  const float s = static_cast<const float*>(w.scales)[p * w.scale_stride + b * kFp8PanelRows + lane];
+  const float s =
+      static_cast<const float*>(w.scales)[p * w.scale_stride + b * kFp8PanelRows + lane];
   return E4M3ToFloat(code) * s;
 }
 

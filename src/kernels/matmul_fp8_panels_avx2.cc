@@ -65,7 +65,8 @@ void SmallTile(const float* xp, const uint8_t* panel, const float* scales, size_
         s[t][1] = _mm256_fmadd_ps(xv, w1, s[t][1]);
       }
     }
-    const __m256 sc0 = _mm256_loadu_ps(scales + b * kRows), sc1 = _mm256_loadu_ps(scales + b * kRows + 8);
+    const __m256 sc0 = _mm256_loadu_ps(scales + b * kRows),
+                 sc1 = _mm256_loadu_ps(scales + b * kRows + 8);
     for (int t = 0; t < M; ++t) {
       acc[t][0] = _mm256_fmadd_ps(_mm256_mul_ps(s[t][0], k256), sc0, acc[t][0]);
       acc[t][1] = _mm256_fmadd_ps(_mm256_mul_ps(s[t][1], k256), sc1, acc[t][1]);
@@ -86,7 +87,8 @@ void DecodeBlock(const uint8_t* panel, const float* scales, size_t col0, size_t 
                  float* pack) {
   const __m256 k256 = _mm256_set1_ps(256.0f);
   ForEachScaleBlock(col0, k0, k0 + kc, [&](size_t c0, size_t c1, size_t b) {
-    const __m256 sc0 = _mm256_loadu_ps(scales + b * kRows), sc1 = _mm256_loadu_ps(scales + b * kRows + 8);
+    const __m256 sc0 = _mm256_loadu_ps(scales + b * kRows),
+                 sc1 = _mm256_loadu_ps(scales + b * kRows + 8);
     for (size_t i = c0; i < c1; ++i) {
       __m256 w0, w1;
       DecodeColumn(panel + i * kRows, w0, w1);
@@ -111,8 +113,8 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
   auto rows_of = [&](size_t p) { return w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows; };
   if (m <= 3) {
     for (size_t p = 0; p < panels; ++p)
-      kSmall[m](xp, codes + p * w.row_stride, scales + p * w.scale_stride, k, w.col0,
-                y + p * kRows, ldy, rows_of(p), accumulate);
+      kSmall[m](xp, codes + p * w.row_stride, scales + p * w.scale_stride, k, w.col0, y + p * kRows,
+                ldy, rows_of(p), accumulate);
     return;
   }
   // Each panel block is decoded once per token block.

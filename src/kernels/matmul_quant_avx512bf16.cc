@@ -560,9 +560,8 @@ constexpr size_t kMaxFp8Blocks = 512;  // k up to 65536
 constexpr int kFp8TileTokens = 6;
 
 template <int M>
-void Fp8GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, const size_t* bounds,
-                 size_t blocks, const float* scales, float* y, size_t ldy, size_t rows,
-                 bool accumulate) {
+void Fp8GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, const size_t* bounds, size_t blocks,
+                 const float* scales, float* y, size_t ldy, size_t rows, bool accumulate) {
   __m512 total[M][2];
   for (int t = 0; t < M; ++t) total[t][0] = total[t][1] = _mm512_setzero_ps();
   const int32_t* x32[M];

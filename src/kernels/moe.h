@@ -15,9 +15,8 @@ namespace moeserve::kernels {
 // their sum when `renormalize`, then times `routed_scale`.
 //   logits [T, E], bias [E] (may be null = zeros), idx [T, k], weights [T, k]; idx sorted by
 //   descending biased score.
-void RouteSigmoidTopK(const float* logits, const float* bias, size_t num_tokens,
-                      size_t num_experts, size_t k, bool renormalize, float routed_scale,
-                      int32_t* idx, float* weights);
+void RouteSigmoidTopK(const float* logits, const float* bias, size_t num_tokens, size_t num_experts,
+                      size_t k, bool renormalize, float routed_scale, int32_t* idx, float* weights);
 
 // Qwen3-MoE / Mixtral routing: p = softmax(logits) in f32; the top-k of p (ties → lower index);
 // weights = p[idx], divided by their sum when `norm_topk_prob`.

@@ -6,9 +6,10 @@
 namespace moeserve::kernels {
 
 struct Roofline {
-  double read_gbps = 0;          // streaming read bandwidth over a buffer far larger than LLC
-  double bf16_fma_gflops = 0;    // peak of the bf16 dot-product instruction the GEMM uses, all threads
-  double f32_fma_gflops = 0;     // peak f32 FMA, all threads
+  double read_gbps = 0;  // streaming read bandwidth over a buffer far larger than LLC
+  double bf16_fma_gflops =
+      0;                      // peak of the bf16 dot-product instruction the GEMM uses, all threads
+  double f32_fma_gflops = 0;  // peak f32 FMA, all threads
 };
 
 // Takes ~1 s. Uses every thread of the pool.

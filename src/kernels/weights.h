@@ -10,12 +10,13 @@
 namespace moeserve::kernels {
 
 // Storage formats of a weight matrix.
-//  kDense:    dtype kBF16 or kF32; element [r, c] at data + (r * row_stride + c) * DTypeSize(dtype).
-//  kFp8Block: dtype kF8E4M3 (e4m3fn codes, 1 byte each, laid out as kDense); the real value is
-//             W[r, c] = e4m3(q[r, c]) * scales_f32[((row0 + r) / 128) * scale_stride + (col0 + c) / 128]
-//             (MiniMax-M2's weight_scale_inv: a multiplier despite its name). `scales` points at
-//             the FULL scale tensor and (row0, col0) place this view inside the full weight, so a
-//             tensor-parallel slice need not start on a 128 boundary.
+//  kDense:    dtype kBF16 or kF32; element [r, c] at data + (r * row_stride + c) *
+//  DTypeSize(dtype). kFp8Block: dtype kF8E4M3 (e4m3fn codes, 1 byte each, laid out as kDense); the
+//  real value is
+//             W[r, c] = e4m3(q[r, c]) * scales_f32[((row0 + r) / 128) * scale_stride + (col0 + c) /
+//             128] (MiniMax-M2's weight_scale_inv: a multiplier despite its name). `scales` points
+//             at the FULL scale tensor and (row0, col0) place this view inside the full weight, so
+//             a tensor-parallel slice need not start on a 128 boundary.
 //  kMxfp4:    dtype kU8; each byte holds two e2m1 codes, element 2i in the low nibble, 2i+1 in the
 //             high nibble; row_stride counts BYTES between rows; data points at the byte of the
 //             view's element [r=0, c=0]. Scales are e8m0 bytes, one per 32 consecutive columns:

@@ -26,19 +26,22 @@ Checkpoint::Checkpoint(const std::string& dir) : dir_(dir) {
       Fail(index_path.string(), ": no \"weight_map\" object");
     std::map<std::string, SafetensorsFile*> by_file;
     for (auto& [name, file] : index["weight_map"].items()) {
-      if (!file.is_string()) Fail(index_path.string(), ": weight_map entry ", name, " is not a string");
+      if (!file.is_string())
+        Fail(index_path.string(), ": weight_map entry ", name, " is not a string");
       const std::string f = file.get<std::string>();
       if (!by_file.count(f)) {
         const fs::path p = fs::path(dir) / f;
         if (!fs::exists(p))
-          Fail(index_path.string(), ": tensor ", name, " is mapped to ", f, " which does not exist");
+          Fail(index_path.string(), ": tensor ", name, " is mapped to ", f,
+               " which does not exist");
         files_.push_back(std::make_unique<SafetensorsFile>(p.string()));
         by_file[f] = files_.back().get();
       }
       const auto& tensors = by_file[f]->tensors();
       auto it = tensors.find(name);
       if (it == tensors.end())
-        Fail(index_path.string(), ": tensor ", name, " is mapped to ", f, " but that file lacks it");
+        Fail(index_path.string(), ": tensor ", name, " is mapped to ", f,
+             " but that file lacks it");
       index_[name] = &it->second;
     }
     for (auto& file : files_)

@@ -1,5 +1,5 @@
-// Typed access to a JSON config (config.json, generation_config.json) with errors that name the file
-// and the key.
+// Typed access to a JSON config (config.json, generation_config.json) with errors that name the
+// file and the key.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -11,7 +11,8 @@ namespace {
 // matches "model.layers.0.block_sparse_moe.gate", not "...mlp.gate_proj").
 bool MatchesModule(const std::string& module, const std::string& entry) {
   if (module == entry) return true;
-  if (module.size() > entry.size() && module.compare(module.size() - entry.size(), entry.size(), entry) == 0 &&
+  if (module.size() > entry.size() &&
+      module.compare(module.size() - entry.size(), entry.size(), entry) == 0 &&
       module[module.size() - entry.size() - 1] == '.')
     return true;
   return module.find("." + entry + ".") != std::string::npos || module.rfind(entry + ".", 0) == 0;
@@ -84,12 +85,16 @@ bool QuantConfig::IsQuantized(const std::string& module) const {
 
 std::string QuantConfig::Describe(bool int8_activations) const {
   switch (method) {
-    case QuantMethod::kNone: return "bf16";
-    case QuantMethod::kFp8Block: return "fp8 e4m3, 128x128 block scales (weight-only; activations bf16)";
+    case QuantMethod::kNone:
+      return "bf16";
+    case QuantMethod::kFp8Block:
+      return "fp8 e4m3, 128x128 block scales (weight-only; activations bf16)";
     case QuantMethod::kMxfp4:
       return std::string("mxfp4 e2m1, e8m0 scale per 32 (activations ") +
              (int8_activations ? "int8 per 32 values" : "bf16") +
-             (checkpoint_quantizes_activations ? "; the checkpoint's dynamic MXFP4 activations are not applied)" : ")");
+             (checkpoint_quantizes_activations
+                  ? "; the checkpoint's dynamic MXFP4 activations are not applied)"
+                  : ")");
   }
   return "?";
 }

@@ -2,7 +2,8 @@
 // resident, so a tensor-parallel rank that reads only its slices keeps only those in RAM.
 //
 // Format: u64 little-endian header length N, N bytes of JSON {name: {dtype, shape, data_offsets:
-// [begin, end]}, "__metadata__": {...}}, then the data; offsets are relative to the end of the header.
+// [begin, end]}, "__metadata__": {...}}, then the data; offsets are relative to the end of the
+// header.
 #pragma once
 
 #include <cstddef>

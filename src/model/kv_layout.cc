@@ -18,7 +18,8 @@ size_t KvLayout::BlockBytes(size_t block_size) const {
 }
 
 size_t KvLayout::BytesPerToken() const {
-  const size_t per_head = dtype == DType::kF8E4M3 ? head_dim + sizeof(float) : head_dim * sizeof(bf16);
+  const size_t per_head =
+      dtype == DType::kF8E4M3 ? head_dim + sizeof(float) : head_dim * sizeof(bf16);
   return num_layers * 2 * num_kv_heads * per_head;
 }
 }  // namespace model

@@ -119,8 +119,9 @@ std::unique_ptr<Model> LoadModel(const std::string& dir, Parallelism parallel, R
   strict.Finish();
   if (weights.repacked_bytes() > 0)
     LogInfo("repacked ", weights.repacked_bytes() >> 20, " MiB of weights for the kernels (",
-            weights.RepackedSummary(), "; the checkpoint's own bytes: ",
-            weights.repacked_source_bytes() >> 20, " MiB); weights loaded in ",
+            weights.RepackedSummary(),
+            "; the checkpoint's own bytes: ", weights.repacked_source_bytes() >> 20,
+            " MiB); weights loaded in ",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), " s");
   LogInfo("loaded ", config.architecture, " from ", dir, ": ", config.num_layers, " layers, ",
           config.num_experts, " experts (top ", config.num_experts_per_token, "), ",

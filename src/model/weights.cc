@@ -158,7 +158,7 @@ uint8_t* WeightReader::AllocateRepacked(size_t bytes, const kernels::WeightMatri
   repacked_.emplace_back(mem, std::free);
   repacked_bytes_ += bytes;
   repacked_source_bytes_ += BytesOf(source);
-  (into == kernels::WeightFormat::kMxfp4I8    ? repacked_mxfp4_i8_
+  (into == kernels::WeightFormat::kMxfp4I8     ? repacked_mxfp4_i8_
    : into == kernels::WeightFormat::kBf16Panel ? repacked_bf16_panels_
                                                : repacked_fp8_panels_) += bytes;
   return mem;

@@ -366,7 +366,8 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
     if (res.stream && !head_only) {
       c->state = State::kStreaming;
       const bool chunked = !http10;
-      std::string head = ResponseHead(res, again && chunked, http10, -1, limits.keep_alive_timeout_s);
+      std::string head =
+          ResponseHead(res, again && chunked, http10, -1, limits.keep_alive_timeout_s);
       const bool ok = co_await Pump(c, *res.stream, std::move(head), chunked);
       if (!ok || !chunked) break;
     } else {

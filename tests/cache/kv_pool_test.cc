@@ -1,10 +1,9 @@
 // The KV pool's memory accounting: FP8 blocks fit about twice as many tokens in the same bytes.
 #include "cache/kv_pool.h"
 
+#include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <set>
 #include <vector>

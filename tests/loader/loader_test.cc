@@ -31,7 +31,8 @@ void WriteSafetensors(const fs::path& path, const std::vector<FakeTensor>& tenso
   for (const auto& t : tensors) {
     size_t n = t.elem_size;
     for (auto d : t.shape) n *= static_cast<size_t>(d);
-    header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
+    header[t.name] = {
+        {"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + n}}};
     offset += n;
   }
   std::string h = header_override.empty() ? header.dump() : header_override;
@@ -41,7 +42,8 @@ void WriteSafetensors(const fs::path& path, const std::vector<FakeTensor>& tenso
   uint64_t len = h.size();
   for (int i = 0; i < 8; ++i) out.put(static_cast<char>((len >> (8 * i)) & 0xff));
   out << h;
-  out.write(data.data(), static_cast<std::streamsize>(data.size() - std::min(truncate_by, data.size())));
+  out.write(data.data(),
+            static_cast<std::streamsize>(data.size() - std::min(truncate_by, data.size())));
 }
 
 class LoaderTest : public ::testing::Test {
@@ -130,7 +132,8 @@ TEST_F(LoaderTest, TruncatedFileNamesTheTensorThatRunsPastTheEnd) {
 
 TEST_F(LoaderTest, CorruptHeaders) {
   WriteSafetensors(dir_ / "model.safetensors", kTensors, "{not json");
-  EXPECT_NE(ErrorOf([&] { Checkpoint c(dir_.string()); }).find("corrupt header"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { Checkpoint c(dir_.string()); }).find("corrupt header"),
+            std::string::npos);
   WriteSafetensors(dir_ / "model.safetensors", kTensors,
                    R"({"x":{"dtype":"Q9","shape":[1],"data_offsets":[0,1]}})");
   EXPECT_NE(ErrorOf([&] { Checkpoint c(dir_.string()); }).find("unsupported dtype Q9"),

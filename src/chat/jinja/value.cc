@@ -10,8 +10,12 @@
 
 namespace moeserve::chat::jinja {
 
-size_t Object::size() const { return entries_.size(); }
-const std::vector<std::pair<std::string, Value>>& Object::entries() const { return entries_; }
+size_t Object::size() const {
+  return entries_.size();
+}
+const std::vector<std::pair<std::string, Value>>& Object::entries() const {
+  return entries_;
+}
 
 const Value* Object::Find(std::string_view key) const {
   auto it = index_.find(std::string(key));
