@@ -1,0 +1,29 @@
+// Building blocks of the JSON Schema front end (internal to the grammar layer).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "grammar/ast.h"
+
+namespace moeserve::grammar::json {
+
+// The JSON integers in [lo, hi] (a missing side is unbounded), written without leading zeros,
+// as an expression over digits and '-'. Throws GrammarError when the range is empty.
+Expr IntegerRange(std::optional<int64_t> lo, std::optional<int64_t> hi);
+
+// `e` is over decoded code points (a regex); the result matches the JSON string contents (no
+// quotes) that decode to a string `e` matches: '"', '\' and control characters appear only as
+// escapes (the short ones where JSON has them, else \u00XX).
+Expr EscapeForJsonString(const Expr& e);
+
+// One character inside a JSON string: any code point but '"', '\' and controls, or an escape.
+Expr JsonStringChar();
+
+// The regex (regex.h syntax, anchored) for a supported string format, or "" for any other
+// format name. Each accepts a subset of the format that every validator accepts (e.g. no
+// February 29, no leap seconds).
+std::string_view FormatRegex(std::string_view format);
+
+}  // namespace moeserve::grammar::json

@@ -1,0 +1,42 @@
+#include "grammar/vocabulary.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace moeserve::grammar {
+
+Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<bool> special,
+                       std::vector<int32_t> stop_ids)
+    : bytes_(std::move(token_bytes)), stop_ids_(std::move(stop_ids)) {
+  const size_t n = bytes_.size();
+  rank_.assign(n, -1);
+  std::vector<bool> excluded(n, false);
+  for (size_t id = 0; id < n; ++id)
+    excluded[id] = bytes_[id].empty() || (id < special.size() && special[id]);
+  for (int32_t id : stop_ids_) {
+    MOESERVE_CHECK(id >= 0 && static_cast<size_t>(id) < n, "stop id ", id, " vocab ", n);
+    excluded[id] = true;
+  }
+  for (size_t id = 0; id < n; ++id)
+    if (!excluded[id]) sorted_.push_back(static_cast<int32_t>(id));
+  std::sort(sorted_.begin(), sorted_.end(), [this](int32_t a, int32_t b) {
+    return bytes_[a] < bytes_[b] || (bytes_[a] == bytes_[b] && a < b);
+  });
+  lcp_.assign(sorted_.size(), 0);
+  for (size_t r = 0; r < sorted_.size(); ++r) {
+    rank_[sorted_[r]] = static_cast<int32_t>(r);
+    if (r == 0) continue;
+    const std::string& a = bytes_[sorted_[r - 1]];
+    const std::string& b = bytes_[sorted_[r]];
+    uint32_t k = 0;
+    while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
+    lcp_[r] = k;
+  }
+}
+
+bool Vocabulary::is_stop(int32_t id) const {
+  return std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end();
+}
+
+}  // namespace moeserve::grammar
