@@ -4,10 +4,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+namespace moeserve::grammar {
+class CompiledGrammar;
+}
 
 namespace moeserve::engine {
 
@@ -30,6 +35,15 @@ struct SamplingParams {
   int prompt_logprobs = -1;             // same, for every prompt position after the first
   bool skip_special_tokens = true;
   int n = 1;
+  // Structured output: only tokens the grammar allows are sampled (grammar/compiled_grammar.h;
+  // built by the server from the tokenizer's token bytes and cached per schema). The mask comes
+  // after min_tokens, logit_bias and penalties and before temperature / top-k / top-p; reported
+  // logprobs are those of the masked raw logits (vLLM applies the bitmask to the logits before
+  // its sampler computes them). The sequence finishes ("stop") when the grammar has ended.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  // Reasoning models: the grammar applies only after these bytes were generated (e.g.
+  // "</think>"); the model thinks unconstrained until then. "": from the first token.
+  std::string grammar_start_after;
 
   // "" if every field is in range for a model with `vocab_size` tokens, else a message naming
   // the first offending field and value (fit for a 400 response).
