@@ -235,13 +235,18 @@ std::vector<SeqOutput> Scheduler::Postprocess(const ScheduledStep& step,
     if (seq->num_tokens() >= config_.max_model_len ||
         seq->num_output_tokens() >= static_cast<size_t>(params.max_tokens)) {
       reason = FinishReason::kLength;
-    } else if (seq->num_output_tokens() >= static_cast<size_t>(std::max(params.min_tokens, 0))) {
-      if (!params.ignore_eos && Contains(config_.eos_token_ids, token)) {
-        reason = FinishReason::kStop;
-      } else if (Contains(params.stop_token_ids, token)) {
-        reason = FinishReason::kStop;
-        seq->stop_token_id_ = token;
+    } else {
+      if (seq->num_output_tokens() >= static_cast<size_t>(std::max(params.min_tokens, 0))) {
+        if (!params.ignore_eos && Contains(config_.eos_token_ids, token)) {
+          reason = FinishReason::kStop;
+        } else if (Contains(params.stop_token_ids, token)) {
+          reason = FinishReason::kStop;
+          seq->stop_token_id_ = token;
+        }
       }
+      // A grammar that has ended allows nothing more (not even past min_tokens or ignore_eos).
+      if (reason == FinishReason::kNone && seq->sampler_state().grammar_finished())
+        reason = FinishReason::kStop;
     }
     if (reason != FinishReason::kNone) Finish(seq, reason);
     outputs.push_back({seq, token, reason != FinishReason::kNone, reason});

@@ -173,8 +173,9 @@ std::shared_ptr<const Grammar> Grammar::Compile(const GrammarAst& ast) {
   return GrammarCompiler::Build(ast);
 }
 
-std::shared_ptr<const Grammar> GrammarCompiler::Build(const GrammarAst& ast) {
-  MOESERVE_CHECK(ast.root >= 0 && static_cast<size_t>(ast.root) < ast.rules.size());
+std::shared_ptr<const Grammar> GrammarCompiler::Build(const GrammarAst& written) {
+  MOESERVE_CHECK(written.root >= 0 && static_cast<size_t>(written.root) < written.rules.size());
+  const GrammarAst ast = InlineSmallRules(written);
   auto g = std::make_shared<Grammar>();
   g->root_ = ast.root;
   size_t total = 0;

@@ -75,6 +75,10 @@ class Grammar {
   int32_t root_ = -1;
 };
 
+// The same grammar with references to small non-recursive rules replaced by the rules' bodies
+// (Compile does it; see inline_rules.cc for why).
+GrammarAst InlineSmallRules(const GrammarAst& ast);
+
 // The UTF-8 encodings of the code points in [lo, hi] (surrogates excluded) as sequences of byte
 // ranges: every sequence is 1-4 ranges, one per byte, and a byte string is the encoding of a code
 // point in [lo, hi] exactly when it matches one sequence.

@@ -117,6 +117,60 @@ Expr IntegerRange(std::optional<int64_t> lo, std::optional<int64_t> hi) {
   return Expr::Alt(std::move(alts));
 }
 
+namespace {
+
+Expr AnyDigits(int min) {
+  return Expr::Repeat(Expr::Class({{'0', '9'}}), min, kUnbounded);
+}
+
+// Magnitudes m = i.f with a <= m <= b (strict where excluded); `b` missing: unbounded. Either
+// the fraction is zero (integers i in the range, optionally ".000") or it is not (then any i with
+// a <= i < b works, since a <= i < i.f < i + 1 <= b).
+Expr Magnitudes(uint64_t a, bool a_excl, std::optional<uint64_t> b, bool b_excl) {
+  std::vector<Expr> alts;
+  const uint64_t int_lo = a + (a_excl ? 1 : 0);
+  const std::optional<uint64_t> int_hi =
+      b ? std::optional<uint64_t>(b_excl ? (*b == 0 ? 0 : *b - 1) : *b) : std::nullopt;
+  const bool int_hi_valid = !b || !(b_excl && *b == 0);
+  if (int_hi_valid && (!int_hi || int_lo <= *int_hi))
+    alts.push_back(Expr::Seq(
+        {NonNegative(int_lo, int_hi),
+         Expr::Repeat(
+             Expr::Seq({Expr::Literal("."), Expr::Repeat(Expr::Literal("0"), 1, kUnbounded)}), 0,
+             1)}));
+  if (!b || (*b > 0 && a <= *b - 1))
+    alts.push_back(
+        Expr::Seq({NonNegative(a, b ? std::optional<uint64_t>(*b - 1) : std::nullopt),
+                   Expr::Literal("."), AnyDigits(0), Expr::Class({{'1', '9'}}), AnyDigits(0)}));
+  if (alts.empty()) throw GrammarError("no number lies in the range");
+  return Expr::Alt(std::move(alts));
+}
+
+}  // namespace
+
+Expr NumberRange(std::optional<NumberBound> lo, std::optional<NumberBound> hi) {
+  if (lo && hi &&
+      (lo->value > hi->value || (lo->value == hi->value && (lo->exclusive || hi->exclusive))))
+    throw GrammarError(detail::Concat("no number lies between ", lo->value, " and ", hi->value));
+  std::vector<Expr> alts;
+  if (!lo || lo->value < 0) {  // x < 0: "-" and a magnitude in (|hi| or 0, |lo|]
+    const bool hi_negative = hi && hi->value < 0;
+    const uint64_t small = hi_negative ? Magnitude(hi->value) : 0;
+    const bool small_excl = hi_negative ? hi->exclusive : true;
+    const std::optional<uint64_t> large =
+        lo ? std::optional<uint64_t>(Magnitude(lo->value)) : std::nullopt;
+    alts.push_back(
+        Expr::Seq({Expr::Literal("-"), Magnitudes(small, small_excl, large, lo && lo->exclusive)}));
+  }
+  if (!hi || hi->value > 0 || (hi->value == 0 && !hi->exclusive)) {  // x >= 0
+    const bool lo_nonneg = lo && lo->value >= 0;
+    alts.push_back(
+        Magnitudes(lo_nonneg ? static_cast<uint64_t>(lo->value) : 0, lo_nonneg && lo->exclusive,
+                   hi ? std::optional<uint64_t>(hi->value) : std::nullopt, hi && hi->exclusive));
+  }
+  return Expr::Alt(std::move(alts));
+}
+
 Expr EscapeForJsonString(const Expr& e) {
   using K = Expr::Kind;
   switch (e.kind) {

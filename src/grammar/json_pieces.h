@@ -13,6 +13,17 @@ namespace moeserve::grammar::json {
 // as an expression over digits and '-'. Throws GrammarError when the range is empty.
 Expr IntegerRange(std::optional<int64_t> lo, std::optional<int64_t> hi);
 
+// An integer bound of a number range, and whether the bound itself is excluded.
+struct NumberBound {
+  int64_t value = 0;
+  bool exclusive = false;
+};
+
+// The JSON numbers x with lo <= x <= hi (< / > when exclusive; a missing side is unbounded),
+// written as -?(0|[1-9][0-9]*)(.[0-9]+)? (no exponent: a bounded number has no need of one).
+// Throws GrammarError when no number lies in the range.
+Expr NumberRange(std::optional<NumberBound> lo, std::optional<NumberBound> hi);
+
 // `e` is over decoded code points (a regex); the result matches the JSON string contents (no
 // quotes) that decode to a string `e` matches: '"', '\' and control characters appear only as
 // escapes (the short ones where JSON has them, else \u00XX).

@@ -5,9 +5,10 @@
 // required, additionalProperties (false / true / a schema), items (a schema or false),
 // prefixItems, minItems, maxItems, minLength, maxLength, pattern (a regex.h pattern, matched
 // against the decoded string: unanchored sides may hold any text), format (date, time,
-// date-time, uuid, email, ipv4; other formats are annotations and constrain nothing), integer
-// minimum / maximum / exclusiveMinimum / exclusiveMaximum, number minimum 0 / exclusiveMinimum 0
-// (no sign), anyOf and oneOf (as alternatives; oneOf's exclusivity is not enforced), allOf
+// date-time, uuid, email, ipv4; other formats are annotations and constrain nothing),
+// minimum / maximum / exclusiveMinimum / exclusiveMaximum (draft 4 booleans too) on integers, and
+// on numbers when the bounds are integers (a bounded number is written without exponent),
+// anyOf and oneOf (as alternatives; oneOf's exclusivity is not enforced), allOf
 // (merged: properties, required and the other keywords of every part), $ref to "#", "#/$defs/..",
 // "#/definitions/.." (recursion included), and the annotations title, description, default,
 // examples, $schema, $id, $comment, deprecated, readOnly, writeOnly, x-*.

@@ -203,23 +203,33 @@ Expr SchemaCompiler::Integer(const Json& s, const std::string& path) {
 }
 
 Expr SchemaCompiler::Number(const Json& s, const std::string& path) {
-  const bool bounded = s.contains("minimum") || s.contains("maximum") ||
-                       s.contains("exclusiveMinimum") || s.contains("exclusiveMaximum");
-  if (!bounded) return Expr::Rule(Primitive("number"));
-  const bool non_negative = s.contains("minimum") && s["minimum"].is_number() &&
-                            s["minimum"].get<double>() == 0.0 && !s.contains("maximum") &&
-                            !s.contains("exclusiveMinimum") && !s.contains("exclusiveMaximum");
-  if (!non_negative)
-    Fail("unsupported JSON Schema keyword 'minimum'/'maximum' on a number at ", path,
-         " (only minimum 0 is supported for non-integers; use type integer for ranges)");
-  const Expr digits = Expr::Repeat(Expr::Class({{'0', '9'}}), 1, kUnbounded);
-  return Expr::Rule(
-      Define("non-negative-number",
-             Expr::Seq({Expr::Alt({Lit("0"), Expr::Seq({Expr::Class({{'1', '9'}}),
-                                                        Star(Expr::Class({{'0', '9'}}))})}),
-                        Opt(Expr::Seq({Lit("."), digits})),
-                        Opt(Expr::Seq({Expr::Class({{'e', 'e'}, {'E', 'E'}}),
-                                       Opt(Expr::Class({{'+', '+'}, {'-', '-'}})), digits}))})));
+  std::optional<NumberBound> lo, hi;
+  // A bound must be an integer; draft 4 marks exclusive bounds with booleans beside them.
+  auto bound = [&](const char* key, bool exclusive, std::optional<NumberBound>& slot, bool lower) {
+    const Json& v = s[key];
+    if (!v.is_number() || v.get<double>() != std::floor(v.get<double>()) ||
+        !(std::fabs(v.get<double>()) < 9.2e18))
+      Fail("unsupported '", key, "' at ", path, ": number bounds must be integers");
+    const NumberBound b{static_cast<int64_t>(v.get<double>()), exclusive};
+    const bool tighter = !slot || (lower ? b.value > slot->value : b.value < slot->value) ||
+                         (b.value == slot->value && exclusive);
+    if (tighter) slot = b;
+  };
+  auto flag = [&](const char* key) {
+    return s.contains(key) && s[key].is_boolean() && s[key].get<bool>();
+  };
+  if (s.contains("minimum")) bound("minimum", flag("exclusiveMinimum"), lo, true);
+  if (s.contains("maximum")) bound("maximum", flag("exclusiveMaximum"), hi, false);
+  if (s.contains("exclusiveMinimum") && !s["exclusiveMinimum"].is_boolean())
+    bound("exclusiveMinimum", true, lo, true);
+  if (s.contains("exclusiveMaximum") && !s["exclusiveMaximum"].is_boolean())
+    bound("exclusiveMaximum", true, hi, false);
+  if (!lo && !hi) return Expr::Rule(Primitive("number"));
+  try {
+    return Expr::Rule(Define("number", NumberRange(lo, hi)));
+  } catch (const GrammarError& e) {
+    Fail(e.what(), " at ", path);
+  }
 }
 
 Json SchemaCompiler::MergeAllOf(const Json& s, const std::string& path) {

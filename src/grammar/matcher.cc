@@ -85,7 +85,7 @@ void GrammarMatcher::FillNextTokenMask(std::span<uint64_t> mask) {
   for (int32_t rank : uncertain_) {
     const int32_t id = sorted[rank];
     if (BitmaskTest(mask, id)) continue;
-    const std::string& tok = vocab.bytes(id);
+    const std::string_view tok = vocab.sorted_bytes(static_cast<size_t>(rank));
     size_t common = 0;
     while (common < prev.size() && common < tok.size() && prev[common] == tok[common]) ++common;
     if (common >= dead_len) continue;  // shares the prefix that already failed

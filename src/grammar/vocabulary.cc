@@ -24,6 +24,11 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<bool> s
     return bytes_[a] < bytes_[b] || (bytes_[a] == bytes_[b] && a < b);
   });
   lcp_.assign(sorted_.size(), 0);
+  sorted_offset_.push_back(0);
+  for (int32_t id : sorted_) {
+    sorted_data_ += bytes_[id];
+    sorted_offset_.push_back(static_cast<uint32_t>(sorted_data_.size()));
+  }
   for (size_t r = 0; r < sorted_.size(); ++r) {
     rank_[sorted_[r]] = static_cast<int32_t>(r);
     if (r == 0) continue;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace moeserve::grammar {
@@ -37,6 +38,12 @@ class Vocabulary {
   std::span<const int32_t> sorted() const { return sorted_; }
   // lcp()[rank]: common prefix length of sorted()[rank - 1] and sorted()[rank] (0 for rank 0).
   std::span<const uint32_t> lcp() const { return lcp_; }
+  // The bytes of sorted()[rank], stored contiguously in rank order (walking them in order then
+  // reads memory sequentially instead of chasing 200k separate strings).
+  std::string_view sorted_bytes(size_t rank) const {
+    return std::string_view(sorted_data_)
+        .substr(sorted_offset_[rank], sorted_offset_[rank + 1] - sorted_offset_[rank]);
+  }
   // Rank of an ordinary token, -1 for special, stop and empty ones.
   int32_t rank(int32_t id) const { return rank_[id]; }
 
@@ -45,6 +52,8 @@ class Vocabulary {
   std::vector<int32_t> stop_ids_;
   std::vector<int32_t> sorted_;
   std::vector<uint32_t> lcp_;
+  std::string sorted_data_;
+  std::vector<uint32_t> sorted_offset_;  // [sorted_.size() + 1]
   std::vector<int32_t> rank_;
 };
 

@@ -41,4 +41,11 @@ std::string DumpJson(const J& j) {
 nlohmann::json ErrorBody(int status, const std::string& message, const std::string& type,
                          const std::string& param = "", const std::string& code = "");
 
+// The Anthropic Messages API's error body, its type chosen by the status as Anthropic does:
+//   {"type": "error", "error": {"type": "invalid_request_error", "message": ...}}
+nlohmann::ordered_json AnthropicErrorBody(int status, const std::string& message);
+
+// Which error body a route answers with.
+enum class ErrorStyle { kOpenAI, kAnthropic };
+
 }  // namespace moeserve::server

@@ -22,4 +22,8 @@ bool AuthorizationMatches(std::string_view authorization_header, std::string_vie
   return DigestsEqual(Sha256(authorization_header), Sha256(expected));
 }
 
+bool ApiKeyHeaderMatches(std::string_view x_api_key_header, std::string_view key) {
+  return DigestsEqual(Sha256(x_api_key_header), Sha256(key));
+}
+
 }  // namespace moeserve::server

@@ -16,5 +16,8 @@ namespace moeserve::server {
 
 // True when the Authorization header value is exactly "Bearer <key>". Constant-time in the key.
 bool AuthorizationMatches(std::string_view authorization_header, std::string_view key);
+// True when an `x-api-key` header value (the Anthropic clients' way) is exactly the key.
+// Constant-time in the key.
+bool ApiKeyHeaderMatches(std::string_view x_api_key_header, std::string_view key);
 
 }  // namespace moeserve::server

@@ -14,9 +14,13 @@ namespace moeserve::server {
 namespace {
 
 void SendError(HttpResponse& res, int status, const std::string& message, const std::string& type,
-               const std::string& param = "", const std::string& code = "") {
+               const std::string& param = "", const std::string& code = "",
+               ErrorStyle style = ErrorStyle::kOpenAI) {
   res.status = status;
-  res.SetContent(DumpJson(ErrorBody(status, message, type, param, code)), "application/json");
+  res.SetContent(DumpJson(style == ErrorStyle::kAnthropic
+                              ? AnthropicErrorBody(status, message)
+                              : Json(ErrorBody(status, message, type, param, code))),
+                 "application/json");
 }
 
 void SendJson(HttpResponse& res, const Json& j) {
@@ -34,21 +38,22 @@ void TransportError(int status, const std::string& message, HttpResponse& res) {
 }
 
 // Runs a handler, turning its exceptions into error responses.
-void Guarded(const HttpRequest& req, HttpResponse& res,
+void Guarded(const HttpRequest& req, HttpResponse& res, ErrorStyle style,
              const std::function<void(const HttpRequest&, HttpResponse&)>& fn) {
   try {
     fn(req, res);
   } catch (const ApiError& e) {
     res = HttpResponse{};
     res.status = e.status();
-    SendJson(res, e.ToJson());
+    SendJson(res, style == ErrorStyle::kAnthropic ? AnthropicErrorBody(e.status(), e.what())
+                                                  : Json(e.ToJson()));
   } catch (const Error& e) {
     res = HttpResponse{};
-    SendError(res, 400, e.what(), "invalid_request_error");
+    SendError(res, 400, e.what(), "invalid_request_error", "", "", style);
   } catch (const std::exception& e) {
     LogWarn("request ", req.method, " ", req.path, " failed: ", e.what());
     res = HttpResponse{};
-    SendError(res, 500, e.what(), "server_error");
+    SendError(res, 500, e.what(), "server_error", "", "", style);
   }
 }
 
@@ -88,19 +93,25 @@ Handler HttpServer::Route(const HttpRequest& req, HttpResponse& res) {
     if (m == r->method || (get && m == "HEAD")) route = r;
     allow += std::string(allow.empty() ? "" : ", ") + (get ? "GET, HEAD" : r->method);
   }
+  const ErrorStyle style = routes.empty() ? ErrorStyle::kOpenAI : routes[0]->errors;
   auto not_allowed = [&] {
     res.SetHeader("Allow", routes.empty() ? "GET, HEAD, POST" : allow);
-    SendError(res, 405, "method " + m + " not allowed on " + req.path, "invalid_request_error");
+    SendError(res, 405, "method " + m + " not allowed on " + req.path, "invalid_request_error", "",
+              "", style);
     return nullptr;
   };
   if (!known_method) return not_allowed();
   if (!ctx_.config.api_key.empty() && !IsPublicRoute(req.path)) {
+    // OpenAI clients send `Authorization: Bearer <key>`, Anthropic clients `x-api-key: <key>`.
     const std::string auth = req.Header("Authorization");
-    if (!AuthorizationMatches(auth, ctx_.config.api_key)) {
+    const std::string x_api_key = req.Header("x-api-key");
+    if (!AuthorizationMatches(auth, ctx_.config.api_key) &&
+        !ApiKeyHeaderMatches(x_api_key, ctx_.config.api_key)) {
       SendError(res, 401,
-                auth.empty() ? "missing API key: send 'Authorization: Bearer <key>'"
-                             : "incorrect API key",
-                "invalid_request_error", "", "invalid_api_key");
+                auth.empty() && x_api_key.empty()
+                    ? "missing API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>'"
+                    : "incorrect API key",
+                "invalid_request_error", "", "invalid_api_key", style);
       return nullptr;
     }
   }
@@ -111,8 +122,8 @@ Handler HttpServer::Route(const HttpRequest& req, HttpResponse& res) {
   if (!route) return not_allowed();
   ServingContext& ctx = ctx_;
   auto fn = route->handler;
-  Handler h = [&ctx, fn](const HttpRequest& rq, HttpResponse& rs) {
-    Guarded(rq, rs, [&](const HttpRequest& q, HttpResponse& r) { fn(ctx, q, r); });
+  Handler h = [&ctx, fn, style](const HttpRequest& rq, HttpResponse& rs) {
+    Guarded(rq, rs, style, [&](const HttpRequest& q, HttpResponse& r) { fn(ctx, q, r); });
   };
   if (route->blocking) return h;
   h(req, res);

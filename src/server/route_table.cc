@@ -13,6 +13,8 @@ const RouteEntry kRoutes[] = {
     {"POST", "/v1/chat/completions", true, false, HandleChatCompletions},
     {"GET", "/v1/models", false, false, HandleModels},
     {"GET", "/v1/models/{id}", false, false, HandleModel},
+    {"POST", "/v1/messages", true, false, HandleMessages, ErrorStyle::kAnthropic},
+    {"POST", "/v1/messages/count_tokens", true, false, HandleCountTokens, ErrorStyle::kAnthropic},
     {"POST", "/tokenize", true, false, HandleTokenize},
     {"POST", "/detokenize", true, false, HandleDetokenize},
     {"GET", "/health", false, true, HandleHealth},

@@ -1,13 +1,15 @@
 // The one table of routes: method, path, whether the handler waits on the engine (it then runs on
-// the worker pool), whether it is public (served without the API key: api_key.h's policy), and
-// the handler. A path ending in "/{id}" matches one more non-empty path segment, which the
-// handler reads with PathParameter.
+// the worker pool), whether it is public (served without the API key: api_key.h's policy), the
+// handler, and the shape of its error bodies (OpenAI's, or Anthropic's for /v1/messages). A path
+// ending in "/{id}" matches one more non-empty path segment, which the handler reads with
+// PathParameter.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "server/api_error.h"
 #include "server/http_transport.h"
 #include "server/serving_context.h"
 
@@ -19,6 +21,7 @@ struct RouteEntry {
   bool blocking;
   bool is_public;
   void (*handler)(ServingContext&, const HttpRequest&, HttpResponse&);
+  ErrorStyle errors = ErrorStyle::kOpenAI;  // the shape of its error bodies
 };
 
 // Every route whose path matches `path` (several when methods differ); empty: 404.

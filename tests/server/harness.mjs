@@ -69,6 +69,26 @@ export function parseSse(text) {
   return events;
 }
 
+// Named SSE events (Anthropic, Responses): [{event, data}] with `data` parsed; an event whose name
+// differs from its data's `type` is an error (both APIs name every event after its type).
+export function parseNamedSse(text) {
+  const events = [];
+  for (const block of text.split('\n\n')) {
+    if (!block.trim()) continue;
+    const lines = block.split('\n');
+    if (!lines[0].startsWith('event: ') || !lines[1]?.startsWith('data: ') || lines.length !== 2)
+      throw new Error('bad SSE block: ' + JSON.stringify(block));
+    const event = lines[0].slice(7);
+    const data = JSON.parse(lines[1].slice(6));
+    if (data.type !== event) throw new Error(`event ${event} carries type ${data.type}`);
+    events.push({ event, data });
+  }
+  return events;
+}
+
+// The require() of the server tests' node_modules, for other official clients.
+export const requireModule = require;
+
 // A tiny runner: test(name, fn); await run() exits non-zero on any failure.
 const tests = [];
 export function test(name, fn) { tests.push({ name, fn }); }

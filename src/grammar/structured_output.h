@@ -1,0 +1,64 @@
+// What the server hands the grammar layer for one request's structured output, and a cache of
+// compiled grammars so a schema is compiled (and its token classes computed) once, not per
+// request. The server maps every accepted spelling onto a GrammarRequest:
+//   response_format {"type":"json_schema", json_schema:{schema}}  -> kJsonSchema
+//   response_format {"type":"json_object"}                         -> kJsonObject
+//   structured_outputs.json / guided_json / llama.cpp json_schema  -> kJsonSchema
+//   structured_outputs.regex / guided_regex                        -> kRegex
+//   structured_outputs.choice / guided_choice                      -> kChoice
+//   structured_outputs.grammar / guided_grammar / llama.cpp grammar -> kGbnf
+// and answers a GrammarError from Get with a 400 carrying its message.
+//
+// Thread-safety: GrammarCache is safe from any thread; the grammars it returns are immutable
+// (their token-class cache fills itself under its own lock).
+#pragma once
+
+#include <cstddef>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/compiled_grammar.h"
+
+namespace moeserve::grammar {
+
+enum class GrammarKind { kJsonSchema, kJsonObject, kRegex, kChoice, kGbnf };
+
+struct GrammarRequest {
+  GrammarKind kind = GrammarKind::kJsonObject;
+  std::string text;                  // the schema (JSON text), regex or GBNF; unused otherwise
+  std::vector<std::string> choices;  // kChoice
+  bool compact_json = false;         // JSON: no whitespace between tokens
+
+  // A stable key of everything above.
+  std::string CacheKey() const;
+};
+
+// The grammar a request asks for. Throws GrammarError (bad schema, regex or GBNF).
+GrammarAst BuildGrammar(const GrammarRequest& request);
+
+class GrammarCache {
+ public:
+  // Keeps the `capacity` most recently used grammars for `vocabulary`.
+  explicit GrammarCache(std::shared_ptr<const Vocabulary> vocabulary, size_t capacity = 128);
+
+  // The compiled grammar for `request`, compiled on the first request. Throws GrammarError.
+  std::shared_ptr<const CompiledGrammar> Get(const GrammarRequest& request);
+
+  const std::shared_ptr<const Vocabulary>& vocabulary() const { return vocabulary_; }
+  size_t size() const;
+
+ private:
+  using Entry = std::pair<std::string, std::shared_ptr<const CompiledGrammar>>;
+
+  std::shared_ptr<const Vocabulary> vocabulary_;
+  size_t capacity_;
+  mutable std::mutex mu_;
+  std::list<Entry> lru_;  // most recent first; guarded by mu_
+  std::unordered_map<std::string, std::list<Entry>::iterator> index_;  // guarded by mu_
+};
+
+}  // namespace moeserve::grammar
