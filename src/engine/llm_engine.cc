@@ -138,7 +138,14 @@ bool LLMEngine::Step() {
   model::Batch batch = BuildBatch(step, first_row);
   const size_t vocab = model_.config().vocab_size;
   logits_.resize(batch.logits_rows.size() * vocab);
+  // Grammar masks depend only on tokens already appended: computed while the model runs.
+  std::vector<SamplerState*> constrained;
+  for (const ScheduledSeq& s : step.seqs)
+    if (s.needs_logits && s.seq->sampler_state().grammar_active())
+      constrained.push_back(&s.seq->sampler_state());
+  grammar_masks_.Start(std::move(constrained));
   model_.Forward(batch, kv_, logits_.data());
+  grammar_masks_.Wait();
   EmitPromptLogprobs(step, first_row, logits_.data());
 
   // Sample every sequence whose chunk reached its last token; its row is its last logits row.

@@ -3,9 +3,10 @@
 // each step's tokens back through a RequestSink.
 //
 // Flow of one step (DESIGN.md): take queued requests and aborts -> Scheduler::Schedule ->
-// Model::Forward on the flat batch -> sample each sequence that reached its last token ->
-// Scheduler::Postprocess (append, EOS / max_tokens / length) -> RequestSink::OnOutput per
-// sequence, which may end it on a stop string -> free finished sequences' blocks.
+// Model::Forward on the flat batch (grammar masks computed meanwhile on a helper thread) -> sample
+// each sequence that reached its last token -> Scheduler::Postprocess (append, EOS / max_tokens /
+// length) -> RequestSink::OnOutput per sequence, which may end it on a stop string -> free finished
+// sequences' blocks.
 //
 // Thread-safety: AddRequest, Abort, Stats are safe from any thread. Step / RunLoop run on the
 // single engine thread. Sinks are called on the engine thread, one at a time, and must not block
@@ -23,6 +24,7 @@
 
 #include "cache/kv_pool.h"
 #include "engine/engine_interface.h"
+#include "engine/grammar_masks.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
@@ -80,6 +82,7 @@ class LLMEngine final : public EngineInterface {
   Scheduler scheduler_;
   cache::KvPool kv_;
   Sampler sampler_;
+  GrammarMaskWorker grammar_masks_;
   std::vector<float> logits_;
 
   mutable std::mutex mu_;

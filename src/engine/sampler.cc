@@ -88,6 +88,7 @@ SamplerState::SamplerState(const SamplingParams& params, std::span<const int32_t
 void SamplerState::Accept(int32_t token) {
   ++output_counts_[token];
   if (!matcher_) return;
+  mask_ready_ = false;
   if (grammar_started_) {
     // The mask allowed only tokens the matcher accepts; a refusal means the mask allowed nothing
     // (a grammar no token sequence of this vocabulary can continue), which ends the sequence.
@@ -113,6 +114,12 @@ void SamplerState::Accept(int32_t token) {
 void SamplerState::FillGrammarMask(std::span<uint64_t> mask) {
   MOESERVE_CHECK(grammar_active());
   matcher_->FillNextTokenMask(mask);
+}
+
+void SamplerState::PrepareGrammarMask() {
+  prepared_mask_.resize(grammar::BitmaskWords(grammar_vocab_size()));
+  FillGrammarMask(prepared_mask_);
+  mask_ready_ = true;
 }
 
 size_t SamplerState::grammar_vocab_size() const {
@@ -278,8 +285,12 @@ SampleResult Sampler::Sample(const float* logits, size_t vocab, const SamplingPa
 void Sampler::ApplyGrammar(const float* logits, size_t vocab, const SamplingParams& params,
                            SamplerState& state) {
   const size_t grammar_vocab = state.grammar_vocab_size();
-  mask_.resize(grammar::BitmaskWords(grammar_vocab));
-  state.FillGrammarMask(mask_);
+  if (state.prepared_mask().empty()) {
+    mask_.resize(grammar::BitmaskWords(grammar_vocab));
+    state.FillGrammarMask(mask_);
+  } else {
+    mask_.assign(state.prepared_mask().begin(), state.prepared_mask().end());
+  }
   const bool want_raw = params.logprobs >= 0;
   if (want_raw) masked_raw_.assign(logits, logits + vocab);
   // Word by word: most words of a constrained step are all zero.

@@ -3,15 +3,35 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <unordered_map>
 
 #include "grammar/earley.h"
 
 namespace moeserve::grammar {
 
+std::shared_ptr<const StateTokenClasses> TokenClassCache::Find(const std::string& shape) const {
+  std::lock_guard lock(mu_);
+  auto it = by_shape_.find(shape);
+  return it == by_shape_.end() ? nullptr : it->second;
+}
+
+void TokenClassCache::Insert(const std::string& shape,
+                             std::shared_ptr<const StateTokenClasses> classes) {
+  std::lock_guard lock(mu_);
+  if (by_shape_.size() < max_entries_) by_shape_.emplace(shape, std::move(classes));
+}
+
+size_t TokenClassCache::size() const {
+  std::lock_guard lock(mu_);
+  return by_shape_.size();
+}
+
 CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar,
-                                 std::shared_ptr<const Vocabulary> vocabulary)
+                                 std::shared_ptr<const Vocabulary> vocabulary,
+                                 std::shared_ptr<TokenClassCache> shared)
     : grammar_(std::move(grammar)),
       vocabulary_(std::move(vocabulary)),
+      shared_(shared ? std::move(shared) : std::make_shared<TokenClassCache>()),
       classes_(grammar_->num_states()) {}
 
 const StateTokenClasses& CompiledGrammar::ClassesOf(int32_t state) const {
@@ -44,20 +64,28 @@ class CallFreeWalker {
  public:
   CallFreeWalker(const Grammar& g, int32_t state) : g_(g) { path_.push_back(Intern({state})); }
 
-  // The walker applies when no state reachable from `state` by byte edges calls a rule.
-  static bool Applies(const Grammar& g, int32_t state) {
-    std::vector<int32_t> todo = {state}, seen = {state};
-    while (!todo.empty()) {
-      const int32_t s = todo.back();
-      todo.pop_back();
-      if (!g.calls_of(s).empty() || seen.size() > 4096) return false;
-      for (const ByteEdge& e : g.bytes_of(s))
-        if (std::find(seen.begin(), seen.end(), e.target) == seen.end()) {
-          seen.push_back(e.target);
-          todo.push_back(e.target);
-        }
+  // The shape of the region reachable from `state` by byte edges (states numbered in the order
+  // a breadth-first walk meets them, with final flags and edges), or "" when some state in it
+  // calls a rule (the walker does not apply) or it is very large. Equal shapes, equal classes.
+  static std::string Shape(const Grammar& g, int32_t state) {
+    std::vector<int32_t> order = {state};
+    std::unordered_map<int32_t, uint32_t> local = {{state, 0}};
+    std::string shape;
+    for (size_t i = 0; i < order.size(); ++i) {
+      const int32_t s = order[i];
+      if (!g.calls_of(s).empty() || order.size() > 4096) return "";
+      shape += g.state(s).final ? 'F' : 'N';
+      for (const ByteEdge& e : g.bytes_of(s)) {
+        auto [it, inserted] = local.try_emplace(e.target, static_cast<uint32_t>(order.size()));
+        if (inserted) order.push_back(e.target);
+        const uint32_t t = it->second;
+        shape += static_cast<char>(e.lo);
+        shape += static_cast<char>(e.hi);
+        shape.append(reinterpret_cast<const char*>(&t), sizeof t);
+      }
+      shape += ';';
     }
-    return true;
+    return shape;
   }
 
   bool Advance(uint8_t byte) {
@@ -142,6 +170,8 @@ void ClassifyTokens(Walker& parser, const Vocabulary& vocab, StateTokenClasses& 
     } else {
       dead_uncertain = exit_on_path[depth];
       if (dead_uncertain) out.uncertain_ranks.push_back(static_cast<int32_t>(r));
+      // The first byte failed: so does every token starting with it (no exit before byte 1).
+      if (dead_len == 1) r = vocab.first_byte_end(static_cast<uint8_t>(tok[0])) - 1;
     }
   }
   if (accepted.size() * 32 > vocab.size()) {
@@ -154,11 +184,14 @@ void ClassifyTokens(Walker& parser, const Vocabulary& vocab, StateTokenClasses& 
 
 }  // namespace
 
-std::unique_ptr<StateTokenClasses> CompiledGrammar::Classify(int32_t state) const {
-  auto out = std::make_unique<StateTokenClasses>();
-  if (CallFreeWalker::Applies(*grammar_, state)) {
+std::shared_ptr<const StateTokenClasses> CompiledGrammar::Classify(int32_t state) const {
+  auto out = std::make_shared<StateTokenClasses>();
+  const std::string shape = CallFreeWalker::Shape(*grammar_, state);
+  if (!shape.empty()) {
+    if (auto known = shared_->Find(shape)) return known;
     CallFreeWalker walker(*grammar_, state);
     ClassifyTokens(walker, *vocabulary_, *out);
+    shared_->Insert(shape, out);
   } else {
     EarleyParser parser(grammar_);
     parser.Reset(state, EarleyParser::kContext);
@@ -168,8 +201,10 @@ std::unique_ptr<StateTokenClasses> CompiledGrammar::Classify(int32_t state) cons
 }
 
 std::shared_ptr<const CompiledGrammar> CompileForVocabulary(
-    const GrammarAst& ast, std::shared_ptr<const Vocabulary> vocabulary) {
-  return std::make_shared<CompiledGrammar>(Grammar::Compile(ast), std::move(vocabulary));
+    const GrammarAst& ast, std::shared_ptr<const Vocabulary> vocabulary,
+    std::shared_ptr<TokenClassCache> shared) {
+  return std::make_shared<CompiledGrammar>(Grammar::Compile(ast), std::move(vocabulary),
+                                           std::move(shared));
 }
 
 }  // namespace moeserve::grammar

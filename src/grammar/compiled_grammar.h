@@ -23,6 +23,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -37,10 +39,31 @@ struct StateTokenClasses {
   std::vector<int32_t> uncertain_ranks;  // Vocabulary ranks, ascending (trie order)
 };
 
+// Token classes shared by the grammars of one vocabulary, keyed by the exact shape of a region
+// of the automaton that calls no rule (states, byte edges, final flags, as reached from the
+// classified state). "The contents of a JSON string, then the rule ends" has the same shape in
+// every property of every schema, so a new schema reuses what earlier ones computed.
+// Thread-safe.
+class TokenClassCache {
+ public:
+  explicit TokenClassCache(size_t max_entries = 4096) : max_entries_(max_entries) {}
+  std::shared_ptr<const StateTokenClasses> Find(const std::string& shape) const;
+  // Keeps the first max_entries shapes; later ones are not kept.
+  void Insert(const std::string& shape, std::shared_ptr<const StateTokenClasses> classes);
+  size_t size() const;
+
+ private:
+  size_t max_entries_;
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const StateTokenClasses>> by_shape_;
+};
+
 class CompiledGrammar {
  public:
+  // `shared`: token classes shared with other grammars of the same vocabulary (optional).
   CompiledGrammar(std::shared_ptr<const Grammar> grammar,
-                  std::shared_ptr<const Vocabulary> vocabulary);
+                  std::shared_ptr<const Vocabulary> vocabulary,
+                  std::shared_ptr<TokenClassCache> shared = nullptr);
 
   const std::shared_ptr<const Grammar>& grammar() const { return grammar_; }
   const Vocabulary& vocabulary() const { return *vocabulary_; }
@@ -53,16 +76,18 @@ class CompiledGrammar {
   size_t num_cached_states() const;
 
  private:
-  std::unique_ptr<StateTokenClasses> Classify(int32_t state) const;
+  std::shared_ptr<const StateTokenClasses> Classify(int32_t state) const;
 
   std::shared_ptr<const Grammar> grammar_;
   std::shared_ptr<const Vocabulary> vocabulary_;
+  std::shared_ptr<TokenClassCache> shared_;
   mutable std::mutex mu_;
-  mutable std::vector<std::unique_ptr<StateTokenClasses>> classes_;  // by state; guarded by mu_
+  mutable std::vector<std::shared_ptr<const StateTokenClasses>> classes_;  // by state; mu_
 };
 
 // Convenience: a compiled grammar from an AST and a vocabulary.
 std::shared_ptr<const CompiledGrammar> CompileForVocabulary(
-    const GrammarAst& ast, std::shared_ptr<const Vocabulary> vocabulary);
+    const GrammarAst& ast, std::shared_ptr<const Vocabulary> vocabulary,
+    std::shared_ptr<TokenClassCache> shared = nullptr);
 
 }  // namespace moeserve::grammar

@@ -34,7 +34,9 @@ GrammarAst BuildGrammar(const GrammarRequest& request) {
 }
 
 GrammarCache::GrammarCache(std::shared_ptr<const Vocabulary> vocabulary, size_t capacity)
-    : vocabulary_(std::move(vocabulary)), capacity_(std::max<size_t>(capacity, 1)) {}
+    : vocabulary_(std::move(vocabulary)),
+      token_classes_(std::make_shared<TokenClassCache>()),
+      capacity_(std::max<size_t>(capacity, 1)) {}
 
 std::shared_ptr<const CompiledGrammar> GrammarCache::Get(const GrammarRequest& request) {
   const std::string key = request.CacheKey();
@@ -47,7 +49,7 @@ std::shared_ptr<const CompiledGrammar> GrammarCache::Get(const GrammarRequest& r
   }
   // Compile outside the lock: another thread may compile the same grammar meanwhile; the first
   // to insert wins and both results are equivalent.
-  auto compiled = CompileForVocabulary(BuildGrammar(request), vocabulary_);
+  auto compiled = CompileForVocabulary(BuildGrammar(request), vocabulary_, token_classes_);
   std::lock_guard lock(mu_);
   if (auto it = index_.find(key); it != index_.end()) return it->second->second;
   lru_.emplace_front(key, compiled);

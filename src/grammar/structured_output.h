@@ -42,7 +42,8 @@ GrammarAst BuildGrammar(const GrammarRequest& request);
 
 class GrammarCache {
  public:
-  // Keeps the `capacity` most recently used grammars for `vocabulary`.
+  // Keeps the `capacity` most recently used grammars for `vocabulary`; they share token classes
+  // of equal automaton regions (compiled_grammar.h), so even a new schema starts warm.
   explicit GrammarCache(std::shared_ptr<const Vocabulary> vocabulary, size_t capacity = 128);
 
   // The compiled grammar for `request`, compiled on the first request. Throws GrammarError.
@@ -55,6 +56,7 @@ class GrammarCache {
   using Entry = std::pair<std::string, std::shared_ptr<const CompiledGrammar>>;
 
   std::shared_ptr<const Vocabulary> vocabulary_;
+  std::shared_ptr<TokenClassCache> token_classes_;  // shared by every grammar of the cache
   size_t capacity_;
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // most recent first; guarded by mu_

@@ -24,6 +24,11 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<bool> s
     return bytes_[a] < bytes_[b] || (bytes_[a] == bytes_[b] && a < b);
   });
   lcp_.assign(sorted_.size(), 0);
+  first_byte_end_.assign(256, 0);
+  for (size_t r = 0; r < sorted_.size(); ++r)
+    first_byte_end_[static_cast<uint8_t>(bytes_[sorted_[r]][0])] = r + 1;
+  for (int b = 1; b < 256; ++b)  // bytes no token starts with: their (empty) run ends where
+    first_byte_end_[b] = std::max(first_byte_end_[b], first_byte_end_[b - 1]);  // b-1's did
   sorted_offset_.push_back(0);
   for (int32_t id : sorted_) {
     sorted_data_ += bytes_[id];

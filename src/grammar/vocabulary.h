@@ -44,6 +44,9 @@ class Vocabulary {
     return std::string_view(sorted_data_)
         .substr(sorted_offset_[rank], sorted_offset_[rank + 1] - sorted_offset_[rank]);
   }
+  // One past the last rank whose token starts with byte `b` (ranks are sorted, so the tokens
+  // starting with b are a contiguous run ending there).
+  size_t first_byte_end(uint8_t b) const { return first_byte_end_[b]; }
   // Rank of an ordinary token, -1 for special, stop and empty ones.
   int32_t rank(int32_t id) const { return rank_[id]; }
 
@@ -54,6 +57,7 @@ class Vocabulary {
   std::vector<uint32_t> lcp_;
   std::string sorted_data_;
   std::vector<uint32_t> sorted_offset_;  // [sorted_.size() + 1]
+  std::vector<size_t> first_byte_end_;   // [256]
   std::vector<int32_t> rank_;
 };
 

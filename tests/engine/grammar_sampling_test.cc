@@ -211,6 +211,45 @@ TEST(GrammarSampling, GrammarEndFinishesEvenWithMinTokensAndIgnoreEos) {
   EXPECT_EQ(s->reason, FinishReason::kStop);
 }
 
+// The engine prepares masks on its helper thread while the model runs; sampling by hand with
+// masks computed inline must give the same tokens.
+TEST(GrammarSampling, PreparedMasksEqualInlineMasks) {
+  struct NoKv final : model::KvStorage {
+    size_t block_size() const override { return 4; }
+    DType dtype() const override { return DType::kBF16; }
+    uint8_t* KeyBlock(size_t, int32_t) override { return nullptr; }
+    uint8_t* ValueBlock(size_t, int32_t) override { return nullptr; }
+  };
+  const auto g = Compile(grammar::JsonSchemaToGrammar(
+      R"({"type":"array","items":{"enum":["ab","é",12,true]},"maxItems":6})", {}));
+  Engine e;
+  auto sink = e.Add(1, Constrained(g, 11));
+  e.engine->RunUntilIdle();
+
+  HashModel model;
+  NoKv kv;
+  SamplingParams p = Constrained(g, 11);
+  std::vector<int32_t> tokens = {1, 2};
+  SamplerState state(p, tokens, 0);
+  Sampler sampler;
+  std::vector<float> row(model.config().vocab_size);
+  std::vector<int32_t> generated;
+  while (generated.size() < 300) {
+    model::Batch batch;
+    batch.token_ids = {tokens.back()};
+    batch.seqs.push_back({1, tokens.size() - 1, {}});
+    batch.logits_rows = {0};
+    model.Forward(batch, kv, row.data());
+    const int32_t t =
+        sampler.Sample(row.data(), row.size(), p, state, {&Vocab().eos, 1}, generated.size()).token;
+    tokens.push_back(t);
+    generated.push_back(t);
+    state.Accept(t);
+    if (t == Vocab().eos || state.grammar_finished()) break;
+  }
+  EXPECT_EQ(sink->tokens, generated);
+}
+
 TEST(GrammarSampling, LogprobsAreOfTheMaskedDistribution) {
   // Greedy on flat logits: every allowed token ties; the first token of "[xy]" has two choices.
   const auto g = Compile(grammar::RegexToGrammar("[xy]z"));

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "grammar/matcher.h"
 #include "test_util.h"
 
 namespace moeserve::grammar {
@@ -40,6 +41,45 @@ TEST(StructuredOutput, CacheCompilesOncePerRequestAndEvictsTheOldest) {
   EXPECT_EQ(cache.Get(a), first);
   EXPECT_THROW(cache.Get({GrammarKind::kRegex, "(a"}), GrammarError);
   EXPECT_THROW(cache.Get({GrammarKind::kJsonSchema, R"({"not":{}})"}), GrammarError);
+}
+
+// Grammars of one cache share token classes of equal automaton regions: masks must still equal
+// the brute force for each of them.
+TEST(StructuredOutput, SharedTokenClassesKeepMasksExact) {
+  std::vector<std::string> tokens = {"<eos>", "\"",   "\",", "\"}", "\"]", "{\"a\":", "[",
+                                     "]",     "{",    "}",   ",",   ":",   "\\",      "n",
+                                     "é",     "\xC3", "a",   "b c", "1",   "-"};
+  std::vector<bool> special(tokens.size(), false);
+  special[0] = true;
+  auto vocab = std::make_shared<Vocabulary>(tokens, special, std::vector<int32_t>{0});
+  GrammarCache cache(vocab);
+  const std::vector<GrammarRequest> requests = {
+      {GrammarKind::kJsonSchema,
+       R"({"type":"object","properties":{"a":{"type":"string"}}})",
+       {},
+       true},
+      {GrammarKind::kJsonSchema, R"({"type":"array","items":{"type":"string"}})", {}, true},
+      {GrammarKind::kJsonSchema,
+       R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"string"}}}})",
+       {},
+       true}};
+  std::mt19937 rng(4);
+  for (int round = 0; round < 3; ++round) {
+    for (const GrammarRequest& r : requests) {
+      GrammarMatcher m(cache.Get(r));
+      TokenBitmask fast(BitmaskWords(vocab->size())), slow(fast.size());
+      for (int step = 0; step < 40 && !m.IsTerminated(); ++step) {
+        m.FillNextTokenMask(fast);
+        m.FillNextTokenMaskBruteForce(slow);
+        ASSERT_EQ(fast, slow) << r.text << " step " << step;
+        std::vector<int32_t> allowed;
+        for (size_t id = 0; id < vocab->size(); ++id)
+          if (BitmaskTest(fast, int32_t(id))) allowed.push_back(int32_t(id));
+        if (allowed.empty()) break;
+        ASSERT_TRUE(m.AcceptToken(allowed[rng() % allowed.size()]));
+      }
+    }
+  }
 }
 
 }  // namespace
