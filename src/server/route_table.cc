@@ -13,6 +13,8 @@ const RouteEntry kRoutes[] = {
     {"POST", "/v1/chat/completions", true, false, HandleChatCompletions},
     {"GET", "/v1/models", false, false, HandleModels},
     {"GET", "/v1/models/{id}", false, false, HandleModel},
+    {"POST", "/v1/responses", true, false, HandleResponses},
+    {"GET", "/v1/responses/{id}", false, false, HandleGetResponse},
     {"POST", "/v1/messages", true, false, HandleMessages, ErrorStyle::kAnthropic},
     {"POST", "/v1/messages/count_tokens", true, false, HandleCountTokens, ErrorStyle::kAnthropic},
     {"POST", "/tokenize", true, false, HandleTokenize},

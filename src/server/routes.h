@@ -13,6 +13,8 @@ void HandleCompletions(ServingContext& ctx, const HttpRequest& req, HttpResponse
 void HandleChatCompletions(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
 void HandleModels(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
 void HandleModel(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);  // /{id}
+void HandleResponses(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
+void HandleGetResponse(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);  // /{id}
 // Anthropic (anthropic_messages.cc)
 void HandleMessages(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);
 void HandleCountTokens(ServingContext& ctx, const HttpRequest& req, HttpResponse& res);

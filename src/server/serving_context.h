@@ -14,6 +14,7 @@
 #include "engine/engine_interface.h"
 #include "server/metrics.h"
 #include "server/request_limits.h"
+#include "server/response_store.h"
 #include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
@@ -62,6 +63,7 @@ struct ServingContext {
   Metrics metrics;
   std::atomic<uint64_t> next_request_id{1};
   int64_t created_unix_s = 0;  // server start, for /v1/models
+  ResponseStore responses;     // the Responses API's stored responses
   // Set when a graceful shutdown stops waiting: running requests are aborted.
   std::atomic<bool> abort_all{false};
 };

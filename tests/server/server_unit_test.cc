@@ -9,6 +9,7 @@
 #include "server/api_error.h"
 #include "server/metrics.h"
 #include "server/request_parsing.h"
+#include "server/response_store.h"
 
 namespace moeserve {
 namespace {
@@ -168,3 +169,36 @@ TEST(RequestParsing, TypedFields) {
 
 }  // namespace
 }  // namespace moeserve
+
+namespace moeserve::server {
+namespace {
+
+ResponseStore::Entry Entry(const std::string& text) {
+  return {Json{{"text", text}}, Json::array({Json{{"role", "user"}, {"content", text}}})};
+}
+
+TEST(ResponseStore, EvictsTheLeastRecentlyUsedPastTheCount) {
+  ResponseStore store(/*max_entries=*/2, /*max_bytes=*/1 << 20);
+  store.Put("a", Entry("1"));
+  store.Put("b", Entry("2"));
+  ASSERT_TRUE(store.Get("a"));  // a is now the most recent
+  store.Put("c", Entry("3"));
+  EXPECT_TRUE(store.Get("a"));
+  EXPECT_FALSE(store.Get("b"));
+  EXPECT_TRUE(store.Get("c"));
+  EXPECT_EQ(store.Get("c")->response["text"], "3");
+  EXPECT_EQ(store.size(), 2u);
+}
+
+TEST(ResponseStore, BoundedByBytesAndRefusesAnEntryTooLargeAlone) {
+  ResponseStore store(/*max_entries=*/100, /*max_bytes=*/400);
+  store.Put("big", Entry(std::string(1000, 'x')));
+  EXPECT_FALSE(store.Get("big"));
+  for (int i = 0; i < 10; ++i) store.Put("k" + std::to_string(i), Entry(std::string(50, 'y')));
+  EXPECT_LT(store.size(), 10u);
+  EXPECT_TRUE(store.Get("k9"));
+  EXPECT_FALSE(store.Get("k0"));
+}
+
+}  // namespace
+}  // namespace moeserve::server

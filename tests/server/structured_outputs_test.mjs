@@ -17,7 +17,7 @@ const addFormats = require('ajv-formats').default;
 
 // The reasoning parser is off here: the constraint applies from the first token (the reasoning
 // test below starts a server with it on).
-const COMMON = ['--kv-cache-memory', String(64 << 20), '--max-model-len', '1024', '--threads', '2',
+const COMMON = ['--served-model-name', 'model', '--kv-cache-memory', String(64 << 20), '--max-model-len', '1024', '--threads', '2',
   '--max-num-seqs', '32'];
 const s = await startServer([...COMMON, '--reasoning-parser', 'none']);
 const client = s.client();

@@ -31,7 +31,7 @@ const TOOLS = [
 ];
 const VALIDATORS = Object.fromEntries(TOOLS.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
 const MESSAGES = [{ role: 'user', content: 'What is the weather in Paris, and what time is it?' }];
-const COMMON = ['--kv-cache-memory', String(64 << 20), '--max-model-len', '2048', '--threads', '2', '--max-num-seqs', '32'];
+const COMMON = ['--served-model-name', 'model', '--kv-cache-memory', String(64 << 20), '--max-model-len', '2048', '--threads', '2', '--max-num-seqs', '32'];
 const MAX_TOKENS = 600;
 
 // Choices as a client sees them: [{content, calls: [{name, arguments}], finish}].
