@@ -300,9 +300,10 @@ std::shared_ptr<const grammar::CompiledGrammar> StructuredOutputs::Compile(
     ++stats_.misses;
   }
   std::shared_ptr<const grammar::CompiledGrammar> compiled;
+  const bool tags_ordinary = spec.kind == Kind::kToolCalls;
   try {
-    compiled =
-        grammar::CompileForVocabulary(BuildAst(spec), vocabulary(spec.kind == Kind::kToolCalls));
+    compiled = grammar::CompileForVocabulary(BuildAst(spec), vocabulary(tags_ordinary),
+                                             tags_ordinary ? classes_tags_ordinary_ : classes_);
   } catch (const grammar::GrammarError& e) {
     throw BadRequest(std::string("'") + spec.field + "': " + e.what(), spec.field);
   } catch (const nlohmann::json::exception& e) {  // a keyword of the wrong JSON type

@@ -105,6 +105,10 @@ class StructuredOutputs {
   const size_t capacity_;
   mutable std::mutex mu_;
   std::shared_ptr<const grammar::Vocabulary> vocab_, vocab_tags_ordinary_;  // guarded by mu_
+  // Token classes shared by the grammars of each vocabulary (grammar/compiled_grammar.h).
+  std::shared_ptr<grammar::TokenClassCache> classes_ = std::make_shared<grammar::TokenClassCache>();
+  std::shared_ptr<grammar::TokenClassCache> classes_tags_ordinary_ =
+      std::make_shared<grammar::TokenClassCache>();
   // Most recently used first.
   using Entry = std::pair<std::string, std::shared_ptr<const grammar::CompiledGrammar>>;
   std::list<Entry> lru_;                                               // guarded by mu_

@@ -4,10 +4,14 @@
 // replies whose calls the reply parser reads back with typed arguments.
 #include <gtest/gtest.h>
 
+#include <random>
+
+#include "../grammar/test_util.h"
 #include "chat/reply_parser.h"
 #include "engine/sampling_params.h"
 #include "grammar/earley.h"
 #include "grammar/grammar.h"
+#include "grammar/matcher.h"
 #include "server/api_error.h"
 #include "server/structured_output.h"
 #include "server/tool_call_grammar.h"
@@ -161,6 +165,65 @@ TEST(StructuredOutputs, UncompilableSpecsAre400WithTheReason) {
   EXPECT_NE(CompileError(outputs, R"({"guided_regex": "(?=a)b"})"), "");
   EXPECT_NE(CompileError(outputs, R"({"guided_regex": "(a"})"), "");
   EXPECT_NE(CompileError(outputs, R"({"guided_json": {"type": "string", "minLength": "x"}})"), "");
+}
+
+// Samples uniformly among the tokens the mask allows until a stop token or the grammar's end:
+// the bytes of what was sampled.
+std::string RandomWalk(const std::shared_ptr<const grammar::CompiledGrammar>& compiled,
+                       uint32_t seed, bool& ended) {
+  grammar::GrammarMatcher m(compiled);
+  const grammar::Vocabulary& vocab = compiled->vocabulary();
+  std::vector<uint64_t> mask(grammar::BitmaskWords(vocab.size()));
+  std::mt19937 rng(seed);
+  std::string text;
+  ended = false;
+  for (int step = 0; step < 200 && !m.MustTerminate(); ++step) {
+    std::fill(mask.begin(), mask.end(), 0);
+    m.FillNextTokenMask(mask);
+    std::vector<int32_t> allowed;
+    for (size_t id = 0; id < vocab.size(); ++id)
+      if (grammar::BitmaskTest(mask, static_cast<int32_t>(id))) allowed.push_back(int32_t(id));
+    EXPECT_FALSE(allowed.empty());
+    if (allowed.empty()) break;
+    const int32_t t = allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
+    EXPECT_TRUE(m.AcceptToken(t));
+    if (vocab.is_stop(t)) break;
+    text += vocab.bytes(t);
+  }
+  ended = m.CanTerminate();
+  return text;
+}
+
+// The masks on the real vocabulary only ever lead to strings of the language (every token of
+// the model, multi-byte and partial UTF-8 ones included).
+TEST(StructuredOutputs, RandomWalksOnTheModelVocabularyStayInTheLanguage) {
+  const tokenizer::Tokenizer tok = TestTokenizer();
+  StructuredOutputs outputs(tok);
+  for (const char* re :
+       {R"([^,\n]{1,10}(,[^,\n]{1,10}){0,3})", R"([a-z]{2,8}@[a-z]{2,6}\.(com|org))",
+        R"((\d{1,3}\.){3}\d{1,3})", R"([\x{4e00}-\x{9fff}]{1,4})"}) {
+    auto compiled = outputs.Compile(ParseConstraint(Json{{"guided_regex", re}}));
+    const grammar::testing::Pcre pcre(re, /*flags=*/0);
+    for (uint32_t seed = 0; seed < 40; ++seed) {
+      bool ended = false;
+      const std::string s = RandomWalk(compiled, seed, ended);
+      if (ended) EXPECT_TRUE(pcre.FullMatch(s)) << re << ": " << s;
+    }
+  }
+  auto json = outputs.Compile(Parse(R"({"guided_json": {"type": "object", "properties": {
+      "a": {"type": "string", "maxLength": 5}, "b": {"type": "integer", "minimum": -3, "maximum": 40},
+      "c": {"type": "array", "items": {"type": "boolean"}, "maxItems": 2}},
+      "required": ["a", "b", "c"]}})"));
+  for (uint32_t seed = 0; seed < 40; ++seed) {
+    bool ended = false;
+    const std::string s = RandomWalk(json, seed, ended);
+    if (!ended) continue;
+    const Json v = Json::parse(s, nullptr, false);
+    ASSERT_TRUE(v.is_object()) << s;
+    EXPECT_LE(v["a"].get<std::string>().size(), 20u) << s;
+    EXPECT_GE(v["b"].get<int>(), -3) << s;
+    EXPECT_LE(v["b"].get<int>(), 40) << s;
+  }
 }
 
 // --- Tool-call grammars ---
