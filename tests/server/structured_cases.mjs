@@ -12,6 +12,10 @@ const obj = (properties, required = Object.keys(properties), extra = {}) =>
   ({ type: 'object', properties, required, additionalProperties: false, ...extra });
 const arr = (items, maxItems = 3, minItems = 0) => ({ type: 'array', items, minItems, maxItems });
 
+// An email bounded in length: the grammar's 'email' format has an unbounded local part (as RFC
+// 5322 has), which a model sampling at temperature 1 may never end; see the report in issue 12.
+const email = { type: 'string', pattern: '^[a-z]{1,12}@[a-z]{1,10}\\.(com|org|net)$' };
+
 const address = obj({
   street: str(24), city: str(16), zip: { type: 'string', pattern: '^[0-9]{5}$' },
   country: { type: 'string', enum: ['US', 'FR', 'DE', 'JP'] },
@@ -29,7 +33,7 @@ export const SCHEMAS = [
     end: { type: 'string', format: 'date-time' } })],
   ['date', obj({ day: { type: 'string', format: 'date' } })],
   ['time', obj({ at: { type: 'string', format: 'time' } })],
-  ['email contact', obj({ name: str(12), email: { type: 'string', format: 'email' } })],
+  ['email contact (bounded pattern)', obj({ name: str(12), email: email })],
   ['ipv4 endpoint', obj({ host: { type: 'string', format: 'ipv4' }, port: int(1, 65535) })],
   ['boolean flags', obj({ enabled: { type: 'boolean' }, verbose: { type: 'boolean' }, dry_run: { type: 'boolean' } })],
   ['nullable via type list', obj({ first: str(10), middle: { type: ['string', 'null'], maxLength: 10 } })],
@@ -51,13 +55,15 @@ export const SCHEMAS = [
   ['oneOf payment', obj({ amount: int(1, 5000), method: { oneOf: [
     obj({ type: { const: 'card' }, last4: { type: 'string', pattern: '^[0-9]{4}$' } }),
     obj({ type: { const: 'bank' }, iban: { type: 'string', pattern: '^[A-Z]{2}[0-9]{8}$' } })] } })],
-  ['allOf merge', { allOf: [obj({ id: int(1, 1000) }), obj({ name: str(12) })] }],
+  // Open parts: two closed objects with different properties would admit nothing.
+  ['allOf merge', { allOf: [{ type: 'object', properties: { id: int(1, 1000) }, required: ['id'] },
+    { properties: { name: str(12) }, required: ['name'] }] }],
   ['optional properties', obj({ a: int(0, 9), b: str(8), c: { type: 'boolean' } }, ['a'])],
   ['negative integer range', obj({ celsius: int(-50, 50), delta: int(-5, -1) })],
   ['exclusive bounds', obj({ price: { type: 'number', exclusiveMinimum: 0, maximum: 999 }, pct: { type: 'integer', exclusiveMinimum: 0, exclusiveMaximum: 100 } })],
   ['string lengths', obj({ code: { type: 'string', minLength: 2, maxLength: 5 }, note: str(12) })],
   ['three levels deep', obj({ company: str(12), ceo: obj({ name: str(12),
-    contact: obj({ email: { type: 'string', format: 'email' }, phone: { type: 'string', pattern: '^\\+[0-9]{6,10}$' } }) }) })],
+    contact: obj({ email: email, phone: { type: 'string', pattern: '^\\+[0-9]{6,10}$' } }) }) })],
   ['type union', obj({ id: { type: ['integer', 'string'], maxLength: 8, minimum: 0, maximum: 999 } })],
   ['empty object', { type: 'object', properties: {}, additionalProperties: false }],
   ['matrix', obj({ rows: arr(arr(int(0, 9), 3, 1), 3, 1) })],
@@ -67,9 +73,9 @@ export const SCHEMAS = [
     encoding: { type: 'string', enum: ['utf-8', 'latin-1'] } }, ['path'])],
   ['shell tool', obj({ command: str(40), timeout_s: int(1, 600), cwd: str(20) }, ['command'])],
   ['calendar event tool', obj({ title: str(20), start: { type: 'string', format: 'date-time' },
-    duration_minutes: int(15, 480), attendees: arr({ type: 'string', format: 'email' }) }, ['title', 'start'])],
-  ['send email tool', obj({ to: arr({ type: 'string', format: 'email' }, 2, 1), subject: str(30),
-    body: str(60), cc: arr({ type: 'string', format: 'email' }, 2) }, ['to', 'subject', 'body'])],
+    duration_minutes: int(15, 480), attendees: arr(email) }, ['title', 'start'])],
+  ['send email tool', obj({ to: arr(email, 2, 1), subject: str(30),
+    body: str(60), cc: arr(email, 2) }, ['to', 'subject', 'body'])],
   ['sql tool', obj({ query: str(60), database: { type: 'string', enum: ['prod', 'staging'] }, limit: int(1, 1000) })],
   ['http request tool', obj({ method: { type: 'string', enum: ['GET', 'POST', 'PUT', 'DELETE'] },
     url: { type: 'string', pattern: '^https://[a-z]{1,10}\\.com/[a-z]{0,10}$' },
@@ -89,7 +95,7 @@ export const SCHEMAS = [
   ['semver', obj({ version: { type: 'string', pattern: '^[0-9]{1,2}\\.[0-9]{1,2}\\.[0-9]{1,2}$' } })],
   ['user with permissions', obj({ user: str(12), role: { type: 'string', enum: ['admin', 'editor', 'viewer'] },
     permissions: arr({ type: 'string', enum: ['read', 'write', 'delete'] }) })],
-  ['invoice', obj({ lines: arr(obj({ desc: str(16), qty: int(1, 99), unit_price: { type: 'number', minimum: 0, maximum: 1000 } }), 3, 1),
+  ['invoice', obj({ lines: arr(obj({ desc: str(16), qty: int(1, 99), unit_price_cents: int(0, 100000) }), 3, 1),
     currency: { type: 'string', enum: ['USD', 'EUR'] }, due: { type: 'string', format: 'date' } })],
   ['weather report', obj({ city: str(16), temps: arr({ type: 'number', minimum: -60, maximum: 60 }), unit: { type: 'string', enum: ['C', 'F'] } })],
   ['paginated list', { type: 'object', $defs: { item: obj({ id: int(1, 999), title: str(12) }) },

@@ -22,7 +22,7 @@ const TOOLS = [
   fn('search_web', { type: 'object', properties: { query: { type: 'string', maxLength: 30 },
     max_results: { type: 'integer', minimum: 1, maximum: 10 }, safe: { type: 'boolean' } }, required: ['query', 'max_results'] }),
   fn('create_event', { type: 'object', properties: { title: { type: 'string', maxLength: 20 },
-    date: { type: 'string', format: 'date' }, attendees: { type: 'array', items: { type: 'string', format: 'email' }, maxItems: 2 },
+    date: { type: 'string', format: 'date' }, attendees: { type: 'array', items: { type: 'string', pattern: '^[a-z]{1,12}@[a-z]{1,10}\\.(com|org)$' }, maxItems: 2 },
     location: { anyOf: [{ type: 'string', maxLength: 16 }, { type: 'null' }] } }, required: ['title', 'date'] }),
   fn('run_sql', { type: 'object', properties: { query: { type: 'string', maxLength: 40 },
     params: { type: 'object', properties: { limit: { type: 'integer', minimum: 1, maximum: 100 } }, required: ['limit'], additionalProperties: false },
