@@ -46,25 +46,13 @@ struct Target {
   size_t out = 0, in = 0;
 };
 
-// The checkpoint names an architecture gives its linears (relative to "model.layers.N.").
-struct ArchNames {
-  std::string experts;                // e.g. "block_sparse_moe.experts."
-  std::vector<std::string> up, down;  // [inter, hidden] and [hidden, inter] expert weights
-  std::vector<std::string> mxfp4_exclude;
-};
+using ArchNames = model::QuantizableLinears;
 
 ArchNames NamesFor(const std::string& architecture) {
-  if (architecture == "MiniMaxM2ForCausalLM")
-    return {"block_sparse_moe.experts.",
-            {"w1", "w3"},
-            {"w2"},
-            {"lm_head", "*block_sparse_moe.gate*", "*self_attn*"}};
-  if (architecture == "Qwen3MoeForCausalLM")
-    return {"mlp.experts.",
-            {"gate_proj", "up_proj"},
-            {"down_proj"},
-            {"lm_head", "*mlp.gate", "*self_attn*"}};
-  Fail("moeserve quantize does not know the linear layers of ", architecture);
+  const ArchNames& names = model::FindArchitecture(architecture).quantizable;
+  if (names.experts.empty())
+    Fail("moeserve quantize does not know the linear layers of ", architecture);
+  return names;
 }
 
 // Every linear the format quantizes, from the model config (not from whatever the files hold):

@@ -8,13 +8,16 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "apps/command_registry.h"
 #include "apps/model_options.h"
 #include "apps/model_session.h"
+#include "apps/vllm_compat.h"
 #include "chat/chat_template.h"
+#include "chat/parser_registry.h"
 #include "core/check.h"
 #include "core/log.h"
 #include "engine/llm_engine.h"
@@ -22,12 +25,18 @@
 #include "model/registry.h"
 #include "server/http_server.h"
 #include "server/memory_release.h"
+#include "server/metrics.h"
 
 namespace moeserve::apps {
 namespace {
 
 struct ServeOptions {
   ModelOptions model;
+  std::string model_tag;  // vLLM's positional model: `moeserve serve /models/X`
+  CLI::Option* model_flag = nullptr;
+  std::vector<std::string> served_model_names;
+  VllmFlagSet vllm_flags;
+  std::string allowed_origins, allowed_methods, allowed_headers;  // JSON lists, as vLLM
   ParallelOptions parallel;
   server::ServerConfig server;
   std::string kv_cache_dtype = "auto";
@@ -40,10 +49,11 @@ struct ServeOptions {
   size_t max_num_prefills_while_decoding = 1;
   size_t block_size = 16;
   bool no_prefix_caching = false;
-  std::string chat_template_file;
+  std::string chat_template;  // a file, or the template itself (vLLM's rule)
   std::string reasoning_parser = "auto";
   std::string tool_call_parser = "auto";
   uint64_t seed = 0;
+  bool disable_log_requests = false, disable_log_stats = false;
   std::string scripted_output;  // test-only: replay this text instead of running the model
   double scripted_tick_ms = 2;
 };
@@ -72,18 +82,71 @@ size_t MaxBytesPerToken(const tokenizer::Tokenizer& tok) {
   return 4 * longest;
 }
 
-// vLLM parser names; "auto" picks from the architecture.
+// The model as a request names it: --served-model-name's names, or vLLM's default (the --model
+// string as given) plus the folder's name, which earlier moeserve versions used.
+void ChooseServedNames(const ServeOptions& o, server::ServerConfig& c) {
+  std::vector<std::string> names = o.served_model_names;
+  if (names.empty()) {
+    names.push_back(o.model.model_dir);
+    const std::filesystem::path p = std::filesystem::path(o.model.model_dir).lexically_normal();
+    std::string base = p.filename().string();
+    if (base.empty()) base = p.parent_path().filename().string();
+    if (!base.empty() && base != names[0]) names.push_back(base);
+  }
+  c.served_model_name = names[0];
+  c.served_model_aliases.assign(names.begin() + 1, names.end());
+}
+
+// --allowed-origins '["https://a.example"]': vLLM parses these as JSON lists. A bare word is
+// taken as a list of one.
+std::vector<std::string> ParseCorsList(const std::string& flag, const std::string& value,
+                                       std::vector<std::string> fallback) {
+  if (value.empty()) return fallback;
+  const nlohmann::json j = nlohmann::json::parse(value, nullptr, false);
+  if (j.is_discarded() || j.is_string()) return {j.is_string() ? j.get<std::string>() : value};
+  std::vector<std::string> out;
+  if (j.is_array())
+    for (const auto& x : j)
+      if (x.is_string()) out.push_back(x.get<std::string>());
+  if (!j.is_array() || out.size() != j.size())
+    Fail(flag, " must be a JSON list of strings, e.g. '[\"*\"]', got ", value);
+  return out;
+}
+
+// --max-model-len past the model's positions gives garbage (RoPE beyond what it was trained
+// for), so vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1; so does moeserve.
+void CheckMaxModelLen(size_t max_model_len, size_t max_position_embeddings) {
+  if (max_model_len <= max_position_embeddings) return;
+  const char* allow = std::getenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN");
+  const bool allowed = allow && (std::string(allow) == "1" || std::string(allow) == "true");
+  if (!allowed)
+    Fail("--max-model-len ", max_model_len, " is greater than the model's max_position_embeddings ",
+         max_position_embeddings,
+         " (config.json); positions past it give wrong results. To allow "
+         "it anyway, set VLLM_ALLOW_LONG_MAX_MODEL_LEN=1");
+  LogWarn("--max-model-len ", max_model_len, " is greater than max_position_embeddings ",
+          max_position_embeddings, ", allowed by VLLM_ALLOW_LONG_MAX_MODEL_LEN");
+}
+
+// Parsers by vLLM's names (chat/parser_registry.h); "auto" is the architecture's default.
 void ChooseParsers(const ServeOptions& o, const std::string& arch, server::ServerConfig& c) {
-  const bool minimax = arch.rfind("MiniMaxM2", 0) == 0;
-  const bool qwen3 = arch.rfind("Qwen3", 0) == 0;
-  std::string r = o.reasoning_parser, t = o.tool_call_parser;
-  if (r == "auto") r = minimax ? "minimax_m2" : qwen3 ? "qwen3" : "none";
-  if (t == "auto") t = minimax ? "minimax_m2" : qwen3 ? "qwen3" : "none";
-  c.reasoning = r == "none" ? chat::ReasoningFormat::kNone : chat::ReasoningFormat::kThinkTags;
-  c.tool_calls = t == "minimax_m2" ? chat::ToolCallFormat::kMiniMaxXml
-                 : t == "qwen3"    ? chat::ToolCallFormat::kQwen3Json
-                                   : chat::ToolCallFormat::kNone;
+  const model::Architecture& a = model::FindArchitecture(arch);
+  const std::string r =
+      o.reasoning_parser == "auto" ? a.default_reasoning_parser : o.reasoning_parser;
+  const std::string t =
+      o.tool_call_parser == "auto" ? a.default_tool_call_parser : o.tool_call_parser;
+  const chat::ReasoningParserInfo* reasoning = chat::FindReasoningParser(r);
+  const chat::ToolCallParserInfo* tools = chat::FindToolCallParser(t);
+  MOESERVE_CHECK(reasoning && tools, arch, " names parsers ", r, " / ", t,
+                 " that chat/parser_registry.cc lacks");
+  c.reasoning = reasoning->format;
+  c.tool_calls = tools->format;
   LogInfo("reasoning parser: ", r, ", tool-call parser: ", t);
+}
+
+std::vector<std::string> WithAuto(std::vector<std::string> names) {
+  names.insert(names.begin(), "auto");
+  return names;
 }
 
 // generation_config.json defaults for omitted request fields (vLLM --generation-config auto).
@@ -97,6 +160,13 @@ void ReadGenerationDefaults(const std::string& dir, server::ServerConfig& c) {
   if (g.contains("top_p") && g["top_p"].is_number()) c.default_top_p = g["top_p"].get<float>();
   if (g.contains("top_k") && g["top_k"].is_number_integer())
     c.default_top_k = g["top_k"].get<int>();
+}
+
+// VLLM_LOG_STATS_INTERVAL (vLLM's variable): seconds between stats lines, default 10.
+double StatsIntervalSeconds() {
+  const char* v = std::getenv("VLLM_LOG_STATS_INTERVAL");
+  const double s = v ? std::atof(v) : 10;
+  return s > 0 ? s : 10;
 }
 
 // Serves until SIGINT/SIGTERM, then drains. The signals are blocked in every thread and taken
@@ -140,21 +210,28 @@ int RunServe(ServeOptions& o) {
   signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
   server::ConfigureMallocForServing();
 
+  if (!o.model_tag.empty()) {
+    if (o.model_flag->count() > 0 && o.model.model_dir != o.model_tag)
+      Fail("the model is given twice: ", o.model_tag, " and --model ", o.model.model_dir);
+    o.model.model_dir = o.model_tag;
+  }
   const DType kv_dtype = ParseKvCacheDtype(o.kv_cache_dtype);
   if (!(o.memory_utilization > 0 && o.memory_utilization <= 1))
     Fail("--gpu-memory-utilization must be in (0, 1], got ", o.memory_utilization);
   const std::string dir = o.model.model_dir;
+  o.vllm_flags.Check(dir);
   server::ServerConfig& sc = o.server;
   sc.model_dir = dir;
-  if (sc.served_model_name.empty())
-    sc.served_model_name = std::filesystem::path(dir).lexically_normal().filename().string();
-  if (sc.served_model_name.empty())
-    sc.served_model_name = std::filesystem::path(dir).lexically_normal().parent_path().filename();
-  if (sc.api_key.empty())
-    if (const char* k = std::getenv("MOESERVE_API_KEY")) sc.api_key = k;
+  ChooseServedNames(o, sc);
+  for (const char* env : {"MOESERVE_API_KEY", "VLLM_API_KEY"})
+    if (const char* k = std::getenv(env); sc.api_key.empty() && k) sc.api_key = k;
   sc.http_threads = std::max<size_t>(sc.http_threads, o.max_num_seqs + 8);
+  sc.cors.allowed_origins = ParseCorsList("--allowed-origins", o.allowed_origins, {"*"});
+  sc.cors.allowed_methods = ParseCorsList("--allowed-methods", o.allowed_methods, {"*"});
+  sc.cors.allowed_headers = ParseCorsList("--allowed-headers", o.allowed_headers, {"*"});
 
   const model::ModelConfig cfg = model::LoadModelConfig(dir);
+  CheckMaxModelLen(o.max_model_len, cfg.max_position_embeddings);
   const tokenizer::Tokenizer tok = tokenizer::Tokenizer::FromModelDir(dir);
   ChooseParsers(o, cfg.architecture, sc);
   ReadGenerationDefaults(dir, sc);
@@ -163,9 +240,9 @@ int RunServe(ServeOptions& o) {
   try {
     chat_cfg = chat::LoadModelChatConfig(dir);
   } catch (const Error& e) {
-    if (o.chat_template_file.empty()) LogWarn("no chat template: ", e.what());
+    if (o.chat_template.empty()) LogWarn("no chat template: ", e.what());
   }
-  if (!o.chat_template_file.empty()) chat_cfg.chat_template = ReadFile(o.chat_template_file);
+  if (!o.chat_template.empty()) chat_cfg.chat_template = ResolveChatTemplate(o.chat_template);
   if (!chat_cfg.chat_template.empty()) tmpl = chat::ChatTemplate::Parse(chat_cfg.chat_template);
 
   std::unique_ptr<ModelSession> session;
@@ -236,8 +313,11 @@ int RunServe(ServeOptions& o) {
   ctx.max_bytes_per_token = MaxBytesPerToken(tok);
   ctx.config = sc;
   ctx.created_unix_s = static_cast<int64_t>(std::time(nullptr));
+  ctx.metrics.set_log_requests(!o.disable_log_requests);
   int rc = 0;
   {
+    std::optional<server::PeriodicStatsLog> stats_log;
+    if (!o.disable_log_stats) stats_log.emplace(*eng, StatsIntervalSeconds());
     server::HttpServer http(ctx);
     rc = ServeUntilSignal(http);
   }
@@ -252,44 +332,66 @@ CommandRegistration reg{
     [](CLI::App& sub) -> CommandAction {
       auto o = std::make_shared<ServeOptions>();
       AddModelOptions(sub, o->model, BundledModelDir());
+      o->model_flag = sub.get_option("--model");
+      sub.add_option("model_tag", o->model_tag,
+                     "Model folder, as `vllm serve MODEL` (instead of --model)");
       AddParallelOptions(sub, o->parallel);
       auto& s = o->server;
       sub.add_option("--host", s.host, "Address to listen on")->capture_default_str();
       sub.add_option("--port,--server-port", s.port, "Port (0 = any free port)")
           ->capture_default_str();
-      sub.add_option("--served-model-name", s.served_model_name,
-                     "Model name in the API (default: the model folder's name)");
+      sub.add_option("--served-model-name", o->served_model_names,
+                     "Names of the model in the API; responses use the first, requests may use "
+                     "any (default: the --model string as given, and the folder's name)")
+          ->expected(1, 1 << 16);
       sub.add_option("--api-key", s.api_key,
                      "Require 'Authorization: Bearer KEY' on every route but /health, /metrics, "
-                     "/version (also env MOESERVE_API_KEY)");
-      sub.add_option("--chat-template", o->chat_template_file,
-                     "Jinja chat template file (default: the model's tokenizer_config.json)");
+                     "/version (also env MOESERVE_API_KEY or VLLM_API_KEY)");
+      sub.add_option("--chat-template", o->chat_template,
+                     "Jinja chat template: a file, or the template itself when it is no file "
+                     "and contains { } or a newline (default: the model's tokenizer_config.json)");
+      sub.add_option("--allowed-origins", o->allowed_origins,
+                     "CORS: origins allowed, a JSON list (default [\"*\"])");
+      sub.add_option("--allowed-methods", o->allowed_methods,
+                     "CORS: methods allowed, a JSON list (default [\"*\"])");
+      sub.add_option("--allowed-headers", o->allowed_headers,
+                     "CORS: request headers allowed, a JSON list (default [\"*\"])");
+      sub.add_flag("--allow-credentials", s.cors.allow_credentials,
+                   "CORS: allow credentials (cookies, authorization)");
       sub.add_option("--reasoning-parser", o->reasoning_parser,
-                     "auto (from the architecture), minimax_m2, qwen3 or none")
-          ->check(CLI::IsMember({"auto", "minimax_m2", "qwen3", "deepseek_r1", "none"}))
+                     "Splits reasoning from content (vLLM's names):\n  auto: the model "
+                     "architecture's default" +
+                         chat::DescribeReasoningParsers())
+          ->check(CLI::IsMember(WithAuto(chat::ReasoningParserNames())))
           ->capture_default_str();
       sub.add_option("--tool-call-parser", o->tool_call_parser,
-                     "auto (from the architecture), minimax_m2, qwen3 or none")
-          ->check(CLI::IsMember({"auto", "minimax_m2", "qwen3", "hermes", "none"}))
+                     "Reads tool calls from replies (vLLM's names):\n  auto: the model "
+                     "architecture's default" +
+                         chat::DescribeToolCallParsers())
+          ->check(CLI::IsMember(WithAuto(chat::ToolCallParserNames())))
           ->capture_default_str();
       sub.add_flag("--enable-auto-tool-choice")
           ->description("Accepted for vLLM compatibility (always on)");
       AddKvCacheDtypeOption(sub, o->kv_cache_dtype);
       sub.add_option("--max-model-len", o->max_model_len,
-                     "Longest prompt + completion (default: min(max_position_embeddings, what "
-                     "the KV cache holds))");
+                     "Longest prompt + completion; 32k = 32000, 32K = 32768 (default, or auto: "
+                     "min(max_position_embeddings, what the KV cache holds))")
+          ->transform(HumanReadableInt(/*auto_is_zero=*/true));
       sub.add_option("--gpu-memory-utilization,--memory-utilization", o->memory_utilization,
                      "Fraction of physical RAM for weights + KV cache")
           ->capture_default_str();
-      sub.add_option("--kv-cache-memory", o->kv_cache_memory_bytes,
-                     "KV cache size in bytes (overrides --gpu-memory-utilization)");
+      sub.add_option("--kv-cache-memory,--kv-cache-memory-bytes", o->kv_cache_memory_bytes,
+                     "KV cache size in bytes, e.g. 8G (overrides --gpu-memory-utilization)")
+          ->transform(HumanReadableInt());
       sub.add_option("--max-num-seqs", o->max_num_seqs, "Sequences running at once")
           ->capture_default_str();
       sub.add_option("--max-num-batched-tokens", o->max_num_batched_tokens, "Tokens per step")
+          ->transform(HumanReadableInt())
           ->capture_default_str();
       sub.add_option("--long-prefill-token-threshold", o->long_prefill_token_threshold,
                      "Most prompt tokens one request computes per step (0: no cap below "
                      "--max-num-batched-tokens)")
+          ->transform(HumanReadableInt())
           ->capture_default_str();
       sub.add_option("--max-num-prefills-while-decoding", o->max_num_prefills_while_decoding,
                      "While requests are decoding, most prompts computed per step (0: no limit); "
@@ -302,6 +404,13 @@ CommandRegistration reg{
       sub.add_flag("--enable-prefix-caching{false}", o->no_prefix_caching,
                    "Enable prefix caching (default)");
       sub.add_option("--seed", o->seed, "Seed for requests that bring none");
+      sub.add_flag("--disable-log-requests", o->disable_log_requests,
+                   "No log line per finished request");
+      sub.add_flag("--enable-log-requests{false}", o->disable_log_requests,
+                   "A log line per finished request (default)");
+      sub.add_flag("--disable-log-stats", o->disable_log_stats,
+                   "No periodic stats line (every VLLM_LOG_STATS_INTERVAL s, default 10, while "
+                   "busy)");
       sub.add_option("--max-request-bytes", s.max_body_bytes, "Largest request body, Content-Length or chunked (413 above)")
           ->capture_default_str();
       auto& lim = s.limits;
@@ -352,9 +461,7 @@ CommandRegistration reg{
                      "Seconds an idle connection is kept open between requests")
           ->check(CLI::PositiveNumber)
           ->capture_default_str();
-      sub.add_flag("--trust-remote-code")
-          ->description("Accepted for vLLM compatibility (no effect)");
-      sub.add_flag("--enforce-eager")->description("Accepted for vLLM compatibility (no effect)");
+      o->vllm_flags.AddTo(sub);
       // Test-only: answer every request with this file's text instead of running the model.
       sub.add_option("--scripted-output", o->scripted_output)->group("");
       sub.add_option("--scripted-tick-ms", o->scripted_tick_ms)->group("");

@@ -5,6 +5,7 @@
 
 #include "apps/command_registry.h"
 #include "apps/model_session.h"
+#include "apps/vllm_compat.h"
 #include "core/check.h"
 
 int main(int argc, char** argv) {
@@ -21,12 +22,9 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(c.name, c.description);
     actions.emplace_back(sub, c.setup(*sub));
   }
-  // vLLM's "-tp N" is a single-dash long name, which CLI11 would read as "-t p": spell it out.
+  // vLLM's spellings: --max_model_len for --max-model-len, -tp for --tensor-parallel-size.
   std::vector<std::string> args(argv + 1, argv + argc);
-  for (auto& a : args) {
-    if (a == "-tp") a = "--tensor-parallel-size";
-    if (a.rfind("-tp=", 0) == 0) a = "--tensor-parallel-size=" + a.substr(4);
-  }
+  NormalizeVllmArgs(args);
   std::reverse(args.begin(), args.end());  // CLI11 takes a reversed vector
   try {
     app.parse(args);

@@ -18,14 +18,14 @@ void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& defau
     m->default_str(default_model);
   }
   app.add_option("--threads", opts.threads, "Worker threads (default: all cores)");
-  app.add_option("--activation-dtype,--activation_dtype", opts.activation_dtype,
+  app.add_option("--activation-dtype", opts.activation_dtype,
                  "Inputs of MXFP4 linear layers: int8 (weights repacked at load for int8 dot "
                  "products, activations quantized per 32 values), bf16 (bf16 activations, "
                  "weights used from the mmap'd checkpoint without repacking), or auto (int8 "
                  "without AVX-512 BF16, else bf16)")
       ->check(CLI::IsMember({"auto", "bf16", "int8"}))
       ->capture_default_str();
-  app.add_option("--weight-layout,--weight_layout", opts.weight_layout,
+  app.add_option("--weight-layout", opts.weight_layout,
                  "bf16 linear weights: auto (repacked at load into 16-row panels when the CPU "
                  "runs the AVX2 kernels: the same bytes, no per-call packing), or checkpoint "
                  "(views into the mmap'd checkpoint, nothing repacked)")
@@ -34,7 +34,7 @@ void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& defau
 }
 
 void AddKvCacheDtypeOption(CLI::App& app, std::string& value) {
-  app.add_option("--kv-cache-dtype,--kv_cache_dtype", value,
+  app.add_option("--kv-cache-dtype", value,
                  "KV cache element type: auto (= bf16), bf16, fp8 (e4m3 with a scale per token "
                  "and kv head: about half the memory per token)")
       ->capture_default_str();

@@ -30,7 +30,8 @@ std::string BundledModelDir();
 // ("" = required).
 void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& default_model = "");
 
-// --kv-cache-dtype / --kv_cache_dtype: auto | bf16 | fp8 | fp8_e4m3 (vLLM's spellings).
+// --kv-cache-dtype (any flag may also be spelled with underscores, main.cc): auto | bf16 | fp8 |
+// fp8_e4m3 (vLLM's spellings).
 void AddKvCacheDtypeOption(CLI::App& app, std::string& value);
 // The KV element type for an option value; throws moeserve::Error on an unknown one.
 DType ParseKvCacheDtype(const std::string& value);

@@ -158,6 +158,7 @@ ReplyParser::ReplyParser(ParserOptions options) : options_(std::move(options)) {
   } else {
     state_ = State::kContent;
   }
+  if (options_.reasoning == ReasoningFormat::kAppendThink) buffer_ = kThinkOpen;
 }
 
 ParsedDelta ReplyParser::Push(std::string_view text) {
@@ -353,7 +354,9 @@ bool ReplyParser::StepQwenBlock(bool final, ParsedDelta& out) {
   buffer_.erase(0, close == std::string::npos ? buffer_.size() : close + kQwenClose.size());
   state_ = State::kContent;
   auto j = nlohmann::ordered_json::parse(body, nullptr, false);
-  if (j.is_object() && j.contains("name") && j["name"].is_string()) {
+  if (ParseXmlFunction(body, out)) {
+    skip_ws_ = true;
+  } else if (j.is_object() && j.contains("name") && j["name"].is_string()) {
     StartCall(j["name"].get<std::string>(), out);
     const char* key = j.contains("arguments") ? "arguments" : "parameters";
     nlohmann::ordered_json args = j.contains(key) ? j[key] : nlohmann::ordered_json::object();
@@ -365,6 +368,35 @@ bool ReplyParser::StepQwenBlock(bool final, ParsedDelta& out) {
     if (close != std::string::npos) raw += kQwenClose;
     EmitContent(raw, out);
   }
+  return true;
+}
+
+bool ReplyParser::ParseXmlFunction(const std::string& body, ParsedDelta& out) {
+  constexpr std::string_view kFunctionOpen = "<function=", kFunctionClose = "</function>";
+  constexpr std::string_view kParameterOpen = "<parameter=", kParameterClose = "</parameter>";
+  const size_t start = LeadingWs(body);
+  if (!StartsWith(std::string_view(body).substr(start), kFunctionOpen)) return false;
+  const size_t name_end = body.find('>', start);
+  if (name_end == std::string::npos) return false;
+  const size_t name_start = start + kFunctionOpen.size();
+  StartCall(Unquote(std::string_view(body).substr(name_start, name_end - name_start)), out);
+  const size_t end = std::min(body.find(kFunctionClose, name_end), body.size());
+  size_t pos = name_end + 1;
+  while (true) {
+    const size_t p = body.find(kParameterOpen, pos);
+    if (p == std::string::npos || p >= end) break;
+    const size_t gt = body.find('>', p);
+    if (gt == std::string::npos || gt >= end) break;
+    const size_t key_start = p + kParameterOpen.size();
+    const std::string key = Unquote(std::string_view(body).substr(key_start, gt - key_start));
+    size_t close = body.find(kParameterClose, gt + 1);
+    // An unclosed parameter runs to the next parameter or the end of the function.
+    if (close == std::string::npos || close > end)
+      close = std::min(body.find(kParameterOpen, gt + 1), end);
+    AddParameter(key, body.substr(gt + 1, close - gt - 1));
+    pos = close;
+  }
+  FinishCall(SerializeArguments(call_args_), out);
   return true;
 }
 

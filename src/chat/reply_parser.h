@@ -9,6 +9,9 @@
 // after `<think>`, `</think>` and a tool-call block, and right before `</think>`, is dropped (the
 // templates put it back when the message is rendered again).
 //
+// kAppendThink (vLLM's minimax_m2_append_think) separates nothing: the content is "<think>"
+// followed by the reply as written, for clients that keep the thinking in the conversation.
+//
 // Tool calls (in content only, never inside reasoning):
 //  - kMiniMaxXml: <minimax:tool_call>\n<invoke name="f">\n<parameter name="k">v</parameter>\n
 //    </invoke>\n</minimax:tool_call>; several invokes per block and several blocks per reply.
@@ -16,8 +19,10 @@
 //    number, boolean, object/array (JSON) and "null" -> null; a failed typed parse keeps the
 //    string; untyped parameters are strings. One leading and one trailing newline of a value are
 //    the format's and are dropped; all other whitespace is kept.
-//  - kQwen3Json: <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>; a block that is
-//    not valid JSON stays in content as written.
+//  - kQwen3Json: <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call> (Hermes), or
+//    Qwen3-Coder's <tool_call>\n<function=f>\n<parameter=k>\nv\n</parameter>\n</function>\n
+//    </tool_call> (values typed as MiniMax's); a block that is neither stays in content as
+//    written.
 // Arguments are JSON strings with Python json.dumps spacing, keys in the order the model wrote.
 //
 // Streaming contract (what the server maps to SSE chunks):
@@ -36,7 +41,7 @@
 
 namespace moeserve::chat {
 
-enum class ReasoningFormat { kNone, kThinkTags };
+enum class ReasoningFormat { kNone, kThinkTags, kAppendThink };
 enum class ToolCallFormat { kNone, kMiniMaxXml, kQwen3Json };
 
 struct ParserOptions {
@@ -90,6 +95,8 @@ class ReplyParser {
   bool StepMiniMaxBlock(bool final, ParsedDelta& out);
   bool StepInvoke(bool final, ParsedDelta& out);
   bool StepQwenBlock(bool final, ParsedDelta& out);
+  // Qwen3-Coder's <function=f><parameter=k>v</parameter></function>; false if `body` is not one.
+  bool ParseXmlFunction(const std::string& body, ParsedDelta& out);
   void EmitContent(std::string_view text, ParsedDelta& out);
   void EmitReasoning(std::string_view text, ParsedDelta& out);
   void StartCall(const std::string& name, ParsedDelta& out);

@@ -83,8 +83,25 @@ const TensorInfo& StrictLoader::Take(const std::string& name, const std::vector<
   if (!dtype_ok)
     Fail(t->file, ": tensor ", name, ": expected dtype ", expected_dtypes, ", found ",
          DTypeName(t->dtype));
-  taken_.insert(name);
+  if (show_progress_ && !progress_) {
+    std::map<std::string, size_t> bytes_per_file;
+    for (auto& [n, info] : ckpt_.tensors())
+      if (!IsIgnored(n)) bytes_per_file[info->file] += info->num_bytes;
+    progress_ = std::make_unique<LoadProgress>(std::move(bytes_per_file), progress_terminal_);
+  }
+  if (taken_.insert(name).second && progress_) progress_->Add(t->file, t->num_bytes);
   return *t;
+}
+
+void StrictLoader::ShowProgress(bool terminal) {
+  show_progress_ = true;
+  progress_terminal_ = terminal;
+}
+
+bool StrictLoader::IsIgnored(const std::string& name) const {
+  for (auto& [why, rule] : ignore_rules_)
+    if (rule(name)) return true;
+  return false;
 }
 
 void StrictLoader::Ignore(std::string why, std::function<bool(const std::string&)> rule) {
@@ -92,6 +109,7 @@ void StrictLoader::Ignore(std::string why, std::function<bool(const std::string&
 }
 
 size_t StrictLoader::Finish() const {
+  if (progress_) progress_->Finish();
   std::vector<std::string> unexpected;
   std::map<std::string, size_t> ignored;
   for (auto& [name, info] : ckpt_.tensors()) {

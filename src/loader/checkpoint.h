@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "loader/load_progress.h"
 #include "loader/safetensors.h"
 
 namespace moeserve::loader {
@@ -46,11 +47,18 @@ class StrictLoader {
   // Tensors whose name satisfies `rule` are accepted and not loaded; `why` is reported in logs.
   void Ignore(std::string why, std::function<bool(const std::string&)> rule);
 
+  // Reports loading progress (load_progress.h) as tensors are taken, from the first Take on
+  // (the ignore rules must be declared by then). `terminal`: a bar on stderr, else log lines.
+  void ShowProgress(bool terminal);
+
   // Throws if a checkpoint tensor was neither taken nor ignored (lists up to 10 of them).
   // Returns how many tensors were ignored.
   size_t Finish() const;
 
  private:
+  bool IsIgnored(const std::string& name) const;
+  bool show_progress_ = false, progress_terminal_ = false;
+  mutable std::unique_ptr<LoadProgress> progress_;
   const Checkpoint& ckpt_;
   std::set<std::string> taken_;
   std::vector<std::pair<std::string, std::function<bool(const std::string&)>>> ignore_rules_;

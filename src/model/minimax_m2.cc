@@ -48,7 +48,8 @@ ModelConfig ParseMiniMaxM2Config(const loader::JsonConfig& j) {
       c.num_experts_per_token > c.num_experts || c.expert_intermediate_size == 0)
     Fail(j.source(), ": num_experts_per_tok ", c.num_experts_per_token,
          " must be in [1, num_local_experts ", c.num_experts, "]");
-  if (j.GetOr<bool>("use_mtp", false)) c.num_extra_checkpoint_layers = j.GetOr<size_t>("num_mtp_modules", 0);
+  if (j.GetOr<bool>("use_mtp", false))
+    c.num_extra_checkpoint_layers = j.GetOr<size_t>("num_mtp_modules", 0);
   return c;
 }
 
@@ -57,28 +58,43 @@ ModelConfig ParseMiniMaxM2Config(const loader::JsonConfig& j) {
 void IgnoreMtpLayers(const ModelConfig& c, loader::StrictLoader& loader) {
   const size_t first_mtp = c.num_layers;
   static const std::regex layer_re(R"(^model\.layers\.(\d+)\.)");
-  loader.Ignore("multi-token-prediction (MTP) layers >= num_hidden_layers", [first_mtp](const std::string& n) {
-    std::smatch m;
-    return std::regex_search(n, m, layer_re) && std::stoul(m[1].str()) >= first_mtp;
-  });
+  loader.Ignore("multi-token-prediction (MTP) layers >= num_hidden_layers",
+                [first_mtp](const std::string& n) {
+                  std::smatch m;
+                  return std::regex_search(n, m, layer_re) && std::stoul(m[1].str()) >= first_mtp;
+                });
 }
 
 LayerNames MiniMaxM2Names() {
   LayerNames n;
-  n.moe = {"block_sparse_moe.gate.weight", "block_sparse_moe.e_score_correction_bias",
-           "block_sparse_moe.experts.", "w1.weight", "w3.weight", "w2.weight"};
+  n.moe = {"block_sparse_moe.gate.weight",
+           "block_sparse_moe.e_score_correction_bias",
+           "block_sparse_moe.experts.",
+           "w1.weight",
+           "w3.weight",
+           "w2.weight"};
   return n;
 }
 
 }  // namespace
 
 Architecture MiniMaxM2Architecture() {
-  return {"MiniMaxM2ForCausalLM", ParseMiniMaxM2Config, IgnoreMtpLayers,
-          [](const ModelConfig& c, WeightReader& w, Parallelism parallel, RunContext ctx) {
-            LayerNames names = MiniMaxM2Names();
-            if (!c.routing_bias) names.moe.bias.clear();
-            return std::make_unique<MoeTransformer>(c, names, w, parallel, ctx);
-          }};
+  Architecture a;
+  a.name = "MiniMaxM2ForCausalLM";
+  a.parse_config = ParseMiniMaxM2Config;
+  a.ignore_rules = IgnoreMtpLayers;
+  a.build = [](const ModelConfig& c, WeightReader& w, Parallelism parallel, RunContext ctx) {
+    LayerNames names = MiniMaxM2Names();
+    if (!c.routing_bias) names.moe.bias.clear();
+    return std::make_unique<MoeTransformer>(c, names, w, parallel, ctx);
+  };
+  a.default_reasoning_parser = "minimax_m2";
+  a.default_tool_call_parser = "minimax_m2";
+  a.quantizable = {"block_sparse_moe.experts.",
+                   {"w1", "w3"},
+                   {"w2"},
+                   {"lm_head", "*block_sparse_moe.gate*", "*self_attn*"}};
+  return a;
 }
 
 }  // namespace moeserve::model

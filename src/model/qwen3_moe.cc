@@ -18,7 +18,8 @@ ModelConfig ParseQwen3MoeConfig(const loader::JsonConfig& j) {
   c.renormalize_topk = j.GetOr<bool>("norm_topk_prob", false);
   c.qk_norm = QkNorm::kPerHead;
   if (j.GetOr<size_t>("decoder_sparse_step", 1) != 1)
-    Fail(j.source(), ": decoder_sparse_step != 1 (dense layers between MoE layers) is not supported");
+    Fail(j.source(),
+         ": decoder_sparse_step != 1 (dense layers between MoE layers) is not supported");
   if (!j.GetOr<std::vector<int>>("mlp_only_layers", {}).empty())
     Fail(j.source(), ": mlp_only_layers (dense MLP layers) are not supported");
   if (j.GetOr<bool>("use_sliding_window", false))
@@ -33,13 +34,24 @@ ModelConfig ParseQwen3MoeConfig(const loader::JsonConfig& j) {
 }  // namespace
 
 Architecture Qwen3MoeArchitecture() {
-  return {"Qwen3MoeForCausalLM", ParseQwen3MoeConfig, nullptr,
-          [](const ModelConfig& c, WeightReader& w, Parallelism parallel, RunContext ctx) {
-            LayerNames names;
-            names.moe = {"mlp.gate.weight", "", "mlp.experts.", "gate_proj.weight",
-                         "up_proj.weight", "down_proj.weight"};
-            return std::make_unique<MoeTransformer>(c, names, w, parallel, ctx);
-          }};
+  Architecture a;
+  a.name = "Qwen3MoeForCausalLM";
+  a.parse_config = ParseQwen3MoeConfig;
+  a.build = [](const ModelConfig& c, WeightReader& w, Parallelism parallel, RunContext ctx) {
+    LayerNames names;
+    names.moe = {"mlp.gate.weight", "", "mlp.experts.", "gate_proj.weight", "up_proj.weight",
+                 "down_proj.weight"};
+    return std::make_unique<MoeTransformer>(c, names, w, parallel, ctx);
+  };
+  // Qwen3's <tool_call> blocks hold JSON (Hermes); Qwen3-Coder's hold <function=...> XML, which
+  // the same parser reads.
+  a.default_reasoning_parser = "qwen3";
+  a.default_tool_call_parser = "hermes";
+  a.quantizable = {"mlp.experts.",
+                   {"gate_proj", "up_proj"},
+                   {"down_proj"},
+                   {"lm_head", "*mlp.gate", "*self_attn*"}};
+  return a;
 }
 
 }  // namespace moeserve::model

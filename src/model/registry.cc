@@ -1,6 +1,9 @@
 #include "model/registry.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 
 #include "core/check.h"
@@ -20,11 +23,19 @@ const std::vector<Architecture>& Architectures() {
 const Architecture& FindArchitecture(const loader::JsonConfig& j) {
   const auto names = j.GetOr<std::vector<std::string>>("architectures", {});
   if (names.empty()) Fail(j.source(), ": no \"architectures\" list");
+  try {
+    return FindArchitecture(names[0]);
+  } catch (const Error& e) {
+    Fail(j.source(), ": ", e.what());
+  }
+}
+
+const Architecture& FindArchitecture(const std::string& name) {
   for (const Architecture& a : Architectures())
-    if (a.name == names[0]) return a;
+    if (a.name == name) return a;
   std::string known;
   for (const Architecture& a : Architectures()) known += " " + a.name;
-  Fail(j.source(), ": unsupported architecture ", names[0], " (supported:", known, ")");
+  Fail("unsupported architecture ", name, " (supported:", known, ")");
 }
 
 void ParseCommonConfig(const loader::JsonConfig& j, ModelConfig& c) {
@@ -98,6 +109,7 @@ std::unique_ptr<Model> LoadModel(const std::string& dir, Parallelism parallel, R
   auto ckpt = std::make_unique<loader::Checkpoint>(dir);
   loader::StrictLoader strict(*ckpt);
   if (arch.ignore_rules) arch.ignore_rules(config, strict);
+  if (shard.rank == 0) strict.ShowProgress(isatty(fileno(stderr)) != 0);
   const loader::QuantConfig quant = loader::ParseQuantConfig(j);
   if (quant.method != loader::QuantMethod::kNone)
     LogInfo("quantized checkpoint: ", quant.Describe(options.int8_activations));

@@ -1,7 +1,10 @@
 #include "runtime/cpu_features.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
-#include <cstring>
+
+#include "core/log.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -42,30 +45,69 @@ const CpuFeatures& GetCpuFeatures() {
   return features;
 }
 
+Isa MachineIsa() {
+  static const Isa machine = [] {
+    const CpuFeatures& f = GetCpuFeatures();
+    Isa best = Isa::kScalar;
+    if (f.avx2 && f.fma && f.f16c) best = Isa::kAvx2;
+    if (best == Isa::kAvx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)
+      best = Isa::kAvx512;
+    if (best == Isa::kAvx512 && f.avx512_bf16) best = Isa::kAvx512Bf16;
+    return best;
+  }();
+  return machine;
+}
+
+namespace {
+// MachineIsa() capped by MOESERVE_ISA, resolved once.
+Isa EnvironmentIsa() {
+  static const Isa isa = [] {
+    const Isa machine = MachineIsa();
+    const char* cap = std::getenv("MOESERVE_ISA");
+    if (!cap || !*cap) return machine;
+    const std::optional<Isa> limit = ParseIsaName(cap);
+    if (!limit) {
+      LogWarn("MOESERVE_ISA=", cap, " is not one of scalar, avx2, avx512, avx512bf16: ignored");
+      return machine;
+    }
+    return std::min(*limit, machine);
+  }();
+  return isa;
+}
+
+// The innermost ScopedIsaCap's ISA, or -1.
+std::atomic<int> g_scoped_cap{-1};
+}  // namespace
+
 Isa BestIsa() {
-  const CpuFeatures& f = GetCpuFeatures();
-  Isa best = Isa::kScalar;
-  if (f.avx2 && f.fma && f.f16c) best = Isa::kAvx2;
-  if (best == Isa::kAvx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)
-    best = Isa::kAvx512;
-  if (best == Isa::kAvx512 && f.avx512_bf16) best = Isa::kAvx512Bf16;
-  if (const char* cap = std::getenv("MOESERVE_ISA")) {
-    Isa limit = best;
-    if (!std::strcmp(cap, "scalar")) limit = Isa::kScalar;
-    if (!std::strcmp(cap, "avx2")) limit = Isa::kAvx2;
-    if (!std::strcmp(cap, "avx512")) limit = Isa::kAvx512;
-    if (!std::strcmp(cap, "avx512bf16")) limit = Isa::kAvx512Bf16;
-    if (limit < best) best = limit;
-  }
-  return best;
+  const Isa isa = EnvironmentIsa();
+  const int cap = g_scoped_cap.load(std::memory_order_relaxed);
+  return cap >= 0 ? std::min(isa, static_cast<Isa>(cap)) : isa;
+}
+
+ScopedIsaCap::ScopedIsaCap(Isa cap)
+    : previous_(g_scoped_cap.exchange(static_cast<int>(cap), std::memory_order_relaxed)) {}
+
+ScopedIsaCap::~ScopedIsaCap() {
+  g_scoped_cap.store(previous_, std::memory_order_relaxed);
+}
+
+std::optional<Isa> ParseIsaName(std::string_view name) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16})
+    if (name == IsaName(isa)) return isa;
+  return std::nullopt;
 }
 
 std::string IsaName(Isa isa) {
   switch (isa) {
-    case Isa::kScalar: return "scalar";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
-    case Isa::kAvx512Bf16: return "avx512bf16";
+    case Isa::kScalar:
+      return "scalar";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAvx512Bf16:
+      return "avx512bf16";
   }
   return "?";
 }

@@ -1,7 +1,9 @@
 // What the CPU we run on can do, read once with cpuid. Kernels pick their implementation from it.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace moeserve {
 
@@ -14,9 +16,28 @@ struct CpuFeatures {
 };
 
 const CpuFeatures& GetCpuFeatures();
-// The best ISA both the CPU and this build support; MOESERVE_ISA=scalar|avx2|avx512|avx512bf16
-// caps it (for testing every path on one machine).
+// The best ISA both the CPU and this build support, before any cap.
+Isa MachineIsa();
+// The ISA the kernels run: MachineIsa() capped by MOESERVE_ISA=scalar|avx2|avx512|avx512bf16
+// (read once, at the first call: kernels ask on every call, so this is two loads, not a getenv)
+// and by the innermost live ScopedIsaCap.
 Isa BestIsa();
 std::string IsaName(Isa isa);
+// "avx2" -> kAvx2; nullopt for a name that is none of IsaName's.
+std::optional<Isa> ParseIsaName(std::string_view name);
+
+// Caps BestIsa() for its lifetime, process-wide, so tests and benchmarks run every path the
+// machine has in one process. Not for concurrent use with kernels running on other threads that
+// must keep one ISA: set it between calls.
+class ScopedIsaCap {
+ public:
+  explicit ScopedIsaCap(Isa cap);
+  ~ScopedIsaCap();
+  ScopedIsaCap(const ScopedIsaCap&) = delete;
+  ScopedIsaCap& operator=(const ScopedIsaCap&) = delete;
+
+ private:
+  int previous_;
+};
 
 }  // namespace moeserve

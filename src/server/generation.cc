@@ -177,8 +177,9 @@ std::vector<ChoiceUpdate> Generation::Next(std::chrono::milliseconds timeout) {
     if (u.finished) {
       finished_[u.choice] = true;
       ++num_finished_;
-      ctx_.metrics.RecordRequest(u.finish_reason, first_token_s_[u.choice], SecondsSince(start_),
-                                 u.output_tokens);
+      ctx_.metrics.RecordRequest({engine_ids_[u.choice], u.finish_reason, first_token_s_[u.choice],
+                                  SecondsSince(start_), u.prompt_tokens, u.output_tokens,
+                                  u.cached_tokens});
     }
   }
   return updates;
@@ -204,7 +205,7 @@ void Generation::AbortAll() {
     ctx_.engine.Abort(engine_ids_[i]);
     finished_[i] = true;
     ++num_finished_;
-    ctx_.metrics.RecordRequest("abort", first_token_s_[i], SecondsSince(start_), 0);
+    ctx_.metrics.RecordRequest({engine_ids_[i], "abort", first_token_s_[i], SecondsSince(start_)});
   }
 }
 

@@ -7,6 +7,8 @@
 #include "core/log.h"
 #include "server/api_error.h"
 #include "server/api_key.h"
+#include "server/cors.h"
+#include "server/request_log.h"
 #include "server/request_parsing.h"
 #include "server/route_table.h"
 
@@ -37,24 +39,29 @@ void TransportError(int status, const std::string& message, HttpResponse& res) {
     SendError(res, status, message, status >= 500 ? "server_error" : "invalid_request_error");
 }
 
-// Runs a handler, turning its exceptions into error responses.
-void Guarded(const HttpRequest& req, HttpResponse& res, ErrorStyle style,
+// Runs a handler, turning its exceptions into error responses, each logged with a request id.
+void Guarded(ServingContext& ctx, const HttpRequest& req, HttpResponse& res, ErrorStyle style,
              const std::function<void(const HttpRequest&, HttpResponse&)>& fn) {
+  std::string message;
   try {
     fn(req, res);
+    return;
   } catch (const ApiError& e) {
     res = HttpResponse{};
     res.status = e.status();
     SendJson(res, style == ErrorStyle::kAnthropic ? AnthropicErrorBody(e.status(), e.what())
                                                   : Json(e.ToJson()));
+    message = e.what();
   } catch (const Error& e) {
     res = HttpResponse{};
     SendError(res, 400, e.what(), "invalid_request_error", "", "", style);
+    message = e.what();
   } catch (const std::exception& e) {
-    LogWarn("request ", req.method, " ", req.path, " failed: ", e.what());
     res = HttpResponse{};
     SendError(res, 500, e.what(), "server_error", "", "", style);
+    message = e.what();
   }
+  LogFailedRequest(ctx, req, res, message);
 }
 
 }  // namespace
@@ -72,7 +79,9 @@ HttpServer::HttpServer(ServingContext& ctx) : ctx_(ctx) {
   limits.keep_alive_timeout_s = c.keep_alive_timeout_s;
   limits.worker_threads = std::max<size_t>(c.http_threads, 4);
   transport_ = std::make_unique<HttpTransport>(
-      limits, [this](const HttpRequest& req, HttpResponse& res) { return Route(req, res); },
+      limits,
+      WithCors(c.cors,
+               [this](const HttpRequest& req, HttpResponse& res) { return Route(req, res); }),
       TransportError);
 }
 
@@ -123,7 +132,7 @@ Handler HttpServer::Route(const HttpRequest& req, HttpResponse& res) {
   ServingContext& ctx = ctx_;
   auto fn = route->handler;
   Handler h = [&ctx, fn, style](const HttpRequest& rq, HttpResponse& rs) {
-    Guarded(rq, rs, style, [&](const HttpRequest& q, HttpResponse& r) { fn(ctx, q, r); });
+    Guarded(ctx, rq, rs, style, [&](const HttpRequest& q, HttpResponse& r) { fn(ctx, q, r); });
   };
   if (route->blocking) return h;
   h(req, res);

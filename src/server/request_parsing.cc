@@ -77,7 +77,7 @@ std::optional<std::string> GetString(const Json& body, const char* name) {
 
 void CheckModel(const Json& body, const ServingContext& ctx) {
   const std::optional<std::string> model = GetString(body, "model");
-  if (model && *model != ctx.config.served_model_name)
+  if (model && !ctx.config.ServesModel(*model))
     throw ApiError(404, "The model `" + *model + "` does not exist.", "NotFoundError", "model",
                    "model_not_found");
 }

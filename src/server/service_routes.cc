@@ -18,8 +18,8 @@ void SendJson(HttpResponse& res, const Json& j) {
   res.SetContent(DumpJson(j), "application/json");
 }
 
-Json ModelCard(const ServingContext& ctx) {
-  return {{"id", ctx.config.served_model_name},
+Json ModelCard(const ServingContext& ctx, const std::string& name) {
+  return {{"id", name},
           {"object", "model"},
           {"created", ctx.created_unix_s},
           {"owned_by", "moeserve"},
@@ -30,16 +30,20 @@ Json ModelCard(const ServingContext& ctx) {
 
 }  // namespace
 
+// Every name the model is served under (--served-model-name and its aliases).
 void HandleModels(ServingContext& ctx, const HttpRequest&, HttpResponse& res) {
-  SendJson(res, {{"object", "list"}, {"data", Json::array({ModelCard(ctx)})}});
+  Json data = Json::array({ModelCard(ctx, ctx.config.served_model_name)});
+  for (const std::string& alias : ctx.config.served_model_aliases)
+    data.push_back(ModelCard(ctx, alias));
+  SendJson(res, {{"object", "list"}, {"data", std::move(data)}});
 }
 
 void HandleModel(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {
   const std::string id = PathParameter(req);
-  if (id != ctx.config.served_model_name)
+  if (!ctx.config.ServesModel(id))
     throw ApiError(404, "The model `" + id + "` does not exist.", "NotFoundError", "model",
                    "model_not_found");
-  SendJson(res, ModelCard(ctx));
+  SendJson(res, ModelCard(ctx, id));
 }
 
 void HandleTokenize(ServingContext& ctx, const HttpRequest& req, HttpResponse& res) {

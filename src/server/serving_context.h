@@ -12,6 +12,7 @@
 #include "chat/chat_template.h"
 #include "chat/reply_parser.h"
 #include "engine/engine_interface.h"
+#include "server/cors.h"
 #include "server/metrics.h"
 #include "server/request_limits.h"
 #include "server/response_store.h"
@@ -23,7 +24,8 @@ namespace moeserve::server {
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8000;
-  std::string served_model_name;
+  std::string served_model_name;                  // the API's name of the model
+  std::vector<std::string> served_model_aliases;  // further names requests may use
   std::string model_dir;
   std::string api_key;                // "" = no authentication
   size_t max_body_bytes = 32u << 20;  // larger bodies (Content-Length or chunked) get 413
@@ -44,6 +46,14 @@ struct ServerConfig {
   std::optional<float> default_temperature, default_top_p;
   std::optional<int> default_top_k;
   RequestLimits limits;  // work one request may ask for (request_limits.h)
+  CorsConfig cors;
+
+  bool ServesModel(const std::string& name) const {
+    if (name == served_model_name) return true;
+    for (const std::string& alias : served_model_aliases)
+      if (name == alias) return true;
+    return false;
+  }
 };
 
 struct ServingContext {

@@ -17,9 +17,9 @@
 namespace moeserve::kernels {
 namespace {
 
-using testing::AvailableIsas;
-using testing::IsaScope;
 using testing::RandomF32;
+
+MOESERVE_EVERY_ISA_SUITE(AttentionFp8EveryIsa);
 
 TEST(KvFp8, BlockLayoutAndRowQuantizer) {
   EXPECT_EQ(KvBlockBytesFp8(16, 8, 128), 16u * 8 * (128 + 4));  // 132 bytes per token and head
@@ -132,21 +132,19 @@ void CheckFp8(const AttentionShape& s, const std::vector<size_t>& q_lens,
   // 2^-4 relative error (RMS ~2^-6); the output, a weighted mean of V, inherits about that:
   // relative RMS error below 2^-4 (measured ~1.5e-2 here).
   EXPECT_LT(std::sqrt(err2 / ref2), 1.0 / 16);
-  for (Isa isa : AvailableIsas()) {
-    IsaScope scope(isa);
-    std::vector<float> got(c.total_q * ldo, -7.0f);
-    AttentionFp8(q.data(), ldq, c.fp8, s, got.data(), ldo, pool);
-    for (size_t i = 0; i < got.size(); ++i)
-      // As the bf16 test: K/V dequantize to the same f32 values in every path (one f32 product
-      // each); what differs is f32 summation order and the vector exp. |V| <= 1, so outputs are
-      // O(1) and 2e-5 absolute is > 20x that, far below a wrong key, scale or mask.
-      ASSERT_NEAR(got[i], ref[i], 2e-5f)
-          << "at " << i / ldo << "," << i % ldo << " " << IsaName(isa) << " heads " << s.num_heads
-          << "/" << s.num_kv_heads << " head_dim " << s.head_dim << " block " << s.block_size;
-  }
+  const Isa isa = BestIsa();  // the test's ISA (EveryIsa caps it)
+  std::vector<float> got(c.total_q * ldo, -7.0f);
+  AttentionFp8(q.data(), ldq, c.fp8, s, got.data(), ldo, pool);
+  for (size_t i = 0; i < got.size(); ++i)
+    // As the bf16 test: K/V dequantize to the same f32 values in every path (one f32 product
+    // each); what differs is f32 summation order and the vector exp. |V| <= 1, so outputs are
+    // O(1) and 2e-5 absolute is > 20x that, far below a wrong key, scale or mask.
+    ASSERT_NEAR(got[i], ref[i], 2e-5f)
+        << "at " << i / ldo << "," << i % ldo << " " << IsaName(isa) << " heads " << s.num_heads
+        << "/" << s.num_kv_heads << " head_dim " << s.head_dim << " block " << s.block_size;
 }
 
-TEST(AttentionFp8, MatchesReferenceEveryIsa) {
+TEST_P(AttentionFp8EveryIsa, MatchesReference) {
   ThreadPool pool(2);
   std::mt19937 rng(4);
   CheckFp8({6, 2, 16, 4, 0.25f}, {1, 20, 5, 0}, {37, 20, 23, 9}, pool, rng);
@@ -158,7 +156,7 @@ TEST(AttentionFp8, MatchesReferenceEveryIsa) {
 // of 64, GQA groups 1..8, blocks shorter and longer than its 16-key chunks, ragged kv ends; and K
 // scales >= 2^8 (amax > 114688), where scale · 2^120 overflows and the dequantization must take
 // its two-multiply path.
-TEST(AttentionFp8, MatchesReferenceOddShapesEveryIsa) {
+TEST_P(AttentionFp8EveryIsa, MatchesReferenceOddShapes) {
   ThreadPool pool(2);
   std::mt19937 rng(6);
   for (size_t group = 1; group <= 8; ++group) {

@@ -14,9 +14,9 @@
 namespace moeserve::kernels {
 namespace {
 
-using testing::AvailableIsas;
-using testing::IsaScope;
 using testing::RandomF32;
+
+MOESERVE_EVERY_ISA_SUITE(AttentionEveryIsa);
 
 // A paged cache: blocks handed out in a shuffled order so that block tables are not identity.
 struct Cache {
@@ -106,19 +106,16 @@ void CheckAttention(const AttentionShape& s, const std::vector<size_t>& q_lens,
         << s.block_size;
 }
 
-TEST(Attention, MatchesReferenceEveryIsa) {
+TEST_P(AttentionEveryIsa, MatchesReference) {
   ThreadPool pool(2);
   std::mt19937 rng(3);
-  for (Isa isa : AvailableIsas()) {
-    IsaScope scope(isa);
-    // Mixed batch: decode, full prefill, chunked prefill, an idle sequence (q_len = 0).
-    CheckAttention({6, 2, 16, 4, 0.25f}, {1, 20, 5, 0}, {37, 20, 23, 9}, pool, rng);
-    // MiniMax-like head geometry (group 6, head_dim 128), odd block size.
-    CheckAttention({12, 2, 128, 5, 1 / std::sqrt(128.0f)}, {1, 33}, {100, 40}, pool, rng);
-    // MHA (group 1), head_dim not a multiple of the vector width.
-    CheckAttention({3, 3, 20, 16, 0.2f}, {17, 1}, {17, 18}, pool, rng);
-    if (HasFatalFailure()) return;
-  }
+  // Mixed batch: decode, full prefill, chunked prefill, an idle sequence (q_len = 0).
+  CheckAttention({6, 2, 16, 4, 0.25f}, {1, 20, 5, 0}, {37, 20, 23, 9}, pool, rng);
+  // MiniMax-like head geometry (group 6, head_dim 128), odd block size.
+  CheckAttention({12, 2, 128, 5, 1 / std::sqrt(128.0f)}, {1, 33}, {100, 40}, pool, rng);
+  // MHA (group 1), head_dim not a multiple of the vector width.
+  CheckAttention({3, 3, 20, 16, 0.2f}, {17, 1}, {17, 18}, pool, rng);
+  if (HasFatalFailure()) return;
 }
 
 // The shapes the fast tile specialises on, and their edges: GQA groups 1..8 (score rows per pass:
@@ -126,31 +123,28 @@ TEST(Attention, MatchesReferenceEveryIsa) {
 // steps and above the fast tile's 256 limit, blocks smaller than, equal to and larger than its
 // 16-key chunks, kv lengths that end mid-chunk and mid-block, and batches mixing decode, prefill
 // chunks with context (query tiles of 16 straddling chunk ends), full prompts and idle sequences.
-TEST(Attention, MatchesReferenceOddShapesEveryIsa) {
+TEST_P(AttentionEveryIsa, MatchesReferenceOddShapes) {
   ThreadPool pool(2);
   std::mt19937 rng(5);
-  for (Isa isa : AvailableIsas()) {
-    IsaScope scope(isa);
-    for (size_t group = 1; group <= 8; ++group) {
-      const size_t d = 8 + 24 * group;  // 32 .. 200: multiples of 16 and 8-element tails
-      CheckAttention({2 * group, 2, d, 16, 1 / std::sqrt(float(d))}, {1, 21, 0}, {45, 30, 3}, pool,
-                     rng);
-      if (HasFatalFailure()) return;
-    }
-    struct Case {
-      size_t head_dim, block_size;
-    };
-    for (const Case c : {Case{1, 3}, Case{7, 1}, Case{16, 17}, Case{33, 32}, Case{64, 5},
-                         Case{100, 16}, Case{130, 7}, Case{256, 16}, Case{300, 16}}) {
-      CheckAttention({6, 2, c.head_dim, c.block_size, 1 / std::sqrt(float(c.head_dim))},
-                     {1, 18, 37, 2, 0}, {70, 40, 37, 17, 5}, pool, rng);
-      if (HasFatalFailure()) return;
-    }
-    // Peaked softmax (large scores): the running max moves between chunks and most weights
-    // underflow; masked lanes must stay out of the max and the sums.
-    CheckAttention({8, 1, 32, 16, 0.5f}, {1, 24}, {60, 50}, pool, rng, 6.0f);
+  for (size_t group = 1; group <= 8; ++group) {
+    const size_t d = 8 + 24 * group;  // 32 .. 200: multiples of 16 and 8-element tails
+    CheckAttention({2 * group, 2, d, 16, 1 / std::sqrt(float(d))}, {1, 21, 0}, {45, 30, 3}, pool,
+                   rng);
     if (HasFatalFailure()) return;
   }
+  struct Case {
+    size_t head_dim, block_size;
+  };
+  for (const Case c : {Case{1, 3}, Case{7, 1}, Case{16, 17}, Case{33, 32}, Case{64, 5},
+                       Case{100, 16}, Case{130, 7}, Case{256, 16}, Case{300, 16}}) {
+    CheckAttention({6, 2, c.head_dim, c.block_size, 1 / std::sqrt(float(c.head_dim))},
+                   {1, 18, 37, 2, 0}, {70, 40, 37, 17, 5}, pool, rng);
+    if (HasFatalFailure()) return;
+  }
+  // Peaked softmax (large scores): the running max moves between chunks and most weights
+  // underflow; masked lanes must stay out of the max and the sums.
+  CheckAttention({8, 1, 32, 16, 0.5f}, {1, 24}, {60, 50}, pool, rng, 6.0f);
+  if (HasFatalFailure()) return;
 }
 
 }  // namespace

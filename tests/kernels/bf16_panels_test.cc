@@ -1,14 +1,16 @@
 // bf16 weights repacked in 16-row panels (bf16_panels.h): the repack keeps every element, and
 // MatMul / MoeExperts on the panels match the references on the dense originals on every ISA,
 // for odd shapes, strided TP views, accumulate, and row ranges that do not start on a panel.
+#include "kernels/bf16_panels.h"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
-#include "kernels/bf16_panels.h"
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
 #include "test_util.h"
@@ -16,11 +18,11 @@
 namespace moeserve::kernels {
 namespace {
 
-using testing::AvailableIsas;
-using testing::IsaScope;
 using testing::RandomBf16;
 using testing::RandomF32;
 using testing::SumTolerance;
+
+MOESERVE_EVERY_ISA_SUITE(Bf16PanelsEveryIsa);
 
 struct Panels {
   std::vector<bf16> mem;
@@ -57,8 +59,7 @@ TEST(Bf16Panels, RepackKeepsEveryElementOfStridedViewsAndZeroPads) {
       ASSERT_EQ(p.view.format, WeightFormat::kBf16Panel);
       for (size_t r = 0; r < rows; ++r)
         for (size_t c = 0; c < dense.cols; ++c)
-          ASSERT_EQ(Bf16PanelElement(p.view, r, c).bits,
-                    src[(2 + r) * stride + 3 + c].bits)
+          ASSERT_EQ(Bf16PanelElement(p.view, r, c).bits, src[(2 + r) * stride + 3 + c].bits)
               << rows << "x" << cols << " at " << r << "," << c;
       // Padding rows of the last panel are +0.
       for (size_t r = rows; r < (rows + 15) / 16 * 16; ++r)
@@ -80,35 +81,33 @@ TEST(Bf16Panels, RowsViewSelectsWholePanels) {
 
 // MatMul on panels against MatMulReference on the dense original: same products (x rounded to
 // bf16, exact f32 products), sums in another order.
-TEST(Bf16Panels, MatMulMatchesDenseReferenceOnOddShapesEveryIsa) {
+TEST_P(Bf16PanelsEveryIsa, MatMulMatchesDenseReferenceOnOddShapes) {
   std::mt19937 rng(3);
   ThreadPool pool(2);
-  for (Isa isa : AvailableIsas()) {
-    IsaScope scope(isa);
-    for (size_t m : {1, 2, 5, 6, 7, 13, 200, 300}) {
-      for (auto [rows, cols] : {std::pair<size_t, size_t>{37, 70}, {16, 3}, {50, 301}}) {
-        const std::vector<bf16> src = RandomBf16(rows * cols, rng);
-        const WeightMatrix dense = Bf16Matrix(src.data(), rows, cols);
-        const Panels p = Repack(dense);
-        const size_t ldx = cols + 1, ldy = rows + 2;
-        const std::vector<float> x = RandomF32(m * ldx, rng, -2, 2);
-        for (bool accumulate : {false, true}) {
-          std::vector<float> y(m * ldy, 0.25f), ref(m * ldy, 0.25f);
-          MatMul(x.data(), ldx, m, p.view, y.data(), ldy, pool, accumulate);
-          MatMulReference(x.data(), ldx, m, dense, ref.data(), ldy, accumulate);
-          for (size_t t = 0; t < m; ++t)
-            for (size_t r = 0; r < ldy; ++r) {
-              const size_t i = t * ldy + r;
-              if (r >= rows) {
-                ASSERT_EQ(y[i], 0.25f) << "wrote past the rows";
-                continue;
-              }
-              const double tol = SumTolerance(cols, AbsSum(x.data() + t * ldx, dense, r) + 0.25);
-              ASSERT_NEAR(y[i], ref[i], tol) << IsaName(isa) << " m " << m << " " << rows << "x"
-                                             << cols << " acc " << accumulate << " t " << t
-                                             << " r " << r;
+  const Isa isa = GetParam();
+  for (size_t m : {1, 2, 5, 6, 7, 13, 200, 300}) {
+    for (auto [rows, cols] : {std::pair<size_t, size_t>{37, 70}, {16, 3}, {50, 301}}) {
+      const std::vector<bf16> src = RandomBf16(rows * cols, rng);
+      const WeightMatrix dense = Bf16Matrix(src.data(), rows, cols);
+      const Panels p = Repack(dense);
+      const size_t ldx = cols + 1, ldy = rows + 2;
+      const std::vector<float> x = RandomF32(m * ldx, rng, -2, 2);
+      for (bool accumulate : {false, true}) {
+        std::vector<float> y(m * ldy, 0.25f), ref(m * ldy, 0.25f);
+        MatMul(x.data(), ldx, m, p.view, y.data(), ldy, pool, accumulate);
+        MatMulReference(x.data(), ldx, m, dense, ref.data(), ldy, accumulate);
+        for (size_t t = 0; t < m; ++t)
+          for (size_t r = 0; r < ldy; ++r) {
+            const size_t i = t * ldy + r;
+            if (r >= rows) {
+              ASSERT_EQ(y[i], 0.25f) << "wrote past the rows";
+              continue;
             }
-        }
+            const double tol = SumTolerance(cols, AbsSum(x.data() + t * ldx, dense, r) + 0.25);
+            ASSERT_NEAR(y[i], ref[i], tol)
+                << IsaName(isa) << " m " << m << " " << rows << "x" << cols << " acc " << accumulate
+                << " t " << t << " r " << r;
+          }
       }
     }
   }
@@ -116,7 +115,7 @@ TEST(Bf16Panels, MatMulMatchesDenseReferenceOnOddShapesEveryIsa) {
 
 // The MoE path splits w1 | w3 rows between threads on 16-row panels; an intermediate size that
 // is not a multiple of 16 makes w3's share start inside a panel.
-TEST(Bf16Panels, MoeExpertsMatchesDenseReferenceEveryIsa) {
+TEST_P(Bf16PanelsEveryIsa, MoeExpertsMatchesDenseReference) {
   std::mt19937 rng(4);
   ThreadPool pool(2);
   const size_t hidden = 48, inter = 40, experts = 4, top_k = 2;
@@ -138,24 +137,26 @@ TEST(Bf16Panels, MoeExpertsMatchesDenseReferenceEveryIsa) {
   }
   for (size_t e = 0; e < experts; ++e)
     panel[e] = {packed[3 * e].view, packed[3 * e + 1].view, packed[3 * e + 2].view};
-  for (Isa isa : AvailableIsas()) {
-    IsaScope scope(isa);
-    for (size_t m : {1, 3, 16}) {
-      std::vector<int32_t> idx(m * top_k);
-      std::vector<float> wt(m * top_k, 0.5f);
-      for (size_t t = 0; t < m; ++t)
-        idx[t * top_k] = static_cast<int32_t>(t % experts),
-                idx[t * top_k + 1] = static_cast<int32_t>((t + 1) % experts);
-      const std::vector<float> x = RandomF32(m * hidden, rng);
-      std::vector<float> out(m * hidden), ref(m * hidden);
-      MoeExperts(x.data(), hidden, m, idx.data(), wt.data(), top_k, panel, out.data(), hidden,
-                 pool);
-      MoeExpertsReference(x.data(), hidden, m, idx.data(), wt.data(), top_k, dense, ref.data(),
-                          hidden);
-      for (size_t i = 0; i < out.size(); ++i)
-        ASSERT_NEAR(out[i], ref[i], 1e-4f * (1 + std::fabs(ref[i])))
-            << IsaName(isa) << " m " << m << " i " << i;
-    }
+  const Isa isa = GetParam();
+  for (size_t m : {1, 3, 16}) {
+    std::vector<int32_t> idx(m * top_k);
+    std::vector<float> wt(m * top_k, 0.5f);
+    for (size_t t = 0; t < m; ++t)
+      idx[t * top_k] = static_cast<int32_t>(t % experts),
+              idx[t * top_k + 1] = static_cast<int32_t>((t + 1) % experts);
+    const std::vector<float> x = RandomF32(m * hidden, rng);
+    std::vector<float> out(m * hidden), ref(m * hidden);
+    MoeExperts(x.data(), hidden, m, idx.data(), wt.data(), top_k, panel, out.data(), hidden, pool);
+    MoeExpertsReference(x.data(), hidden, m, idx.data(), wt.data(), top_k, dense, ref.data(),
+                        hidden);
+    // The SiLU product is rounded to bf16 before w2 on both sides; sums in another order can flip
+    // one such rounding (2^-8 of that activation), which w2 carries into every output: the
+    // tolerance is 2^-7 of the output's scale (as quant_test's MoE check), far below a wrong
+    // weight, scale or expert.
+    double scale = 0;
+    for (float v : ref) scale = std::max(scale, double{std::fabs(v)});
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_NEAR(out[i], ref[i], scale / 128 + 1e-30) << IsaName(isa) << " m " << m << " i " << i;
   }
 }
 

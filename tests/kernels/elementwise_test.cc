@@ -13,9 +13,9 @@
 namespace moeserve::kernels {
 namespace {
 
-using testing::AvailableIsas;
-using testing::IsaScope;
 using testing::RandomF32;
+
+MOESERVE_EVERY_ISA_SUITE(SiluMulEveryIsa);
 
 TEST(RmsNormReference, MatchesDefinition) {
   const float x[3] = {1, 2, 3}, w[3] = {0.5f, 1, 2};
@@ -107,21 +107,19 @@ TEST(RopeNeox, MatchesReferenceExactly) {
   }
 }
 
-TEST(SiluMul, MatchesReferenceEveryIsa) {
+TEST_P(SiluMulEveryIsa, MatchesReference) {
   std::mt19937 rng(12);
-  for (Isa isa : AvailableIsas()) {
-    IsaScope scope(isa);
-    for (size_t n : {1, 7, 8, 15, 16, 17, 100, 1536}) {
-      std::vector<float> g = RandomF32(n, rng, -20, 20), u = RandomF32(n, rng);
-      if (n > 4) g[0] = -100, g[1] = 100, g[2] = 0, g[3] = -90;  // exp range ends
-      std::vector<float> got(n), want(n);
-      SiluMul(g.data(), u.data(), got.data(), n);
-      SiluMulReference(g.data(), u.data(), want.data(), n);
-      for (size_t i = 0; i < n; ++i)
-        // The vector exp is within ~2 ulp of libm; one divide and one multiply follow.
-        ASSERT_NEAR(got[i], want[i], 1e-6f * std::fabs(want[i]) + 1e-30f)
-            << IsaName(isa) << " g=" << g[i];
-    }
+  const Isa isa = GetParam();
+  for (size_t n : {1, 7, 8, 15, 16, 17, 100, 1536}) {
+    std::vector<float> g = RandomF32(n, rng, -20, 20), u = RandomF32(n, rng);
+    if (n > 4) g[0] = -100, g[1] = 100, g[2] = 0, g[3] = -90;  // exp range ends
+    std::vector<float> got(n), want(n);
+    SiluMul(g.data(), u.data(), got.data(), n);
+    SiluMulReference(g.data(), u.data(), want.data(), n);
+    for (size_t i = 0; i < n; ++i)
+      // The vector exp is within ~2 ulp of libm; one divide and one multiply follow.
+      ASSERT_NEAR(got[i], want[i], 1e-6f * std::fabs(want[i]) + 1e-30f)
+          << IsaName(isa) << " g=" << g[i];
   }
   // In place (out aliases gate).
   std::vector<float> g = {1, -2, 3}, u = {2, 2, 2}, want(3);

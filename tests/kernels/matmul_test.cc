@@ -12,11 +12,11 @@
 namespace moeserve::kernels {
 namespace {
 
-using testing::AvailableIsas;
-using testing::IsaScope;
 using testing::RandomBf16;
 using testing::RandomF32;
 using testing::SumTolerance;
+
+MOESERVE_EVERY_ISA_SUITE(MatMulEveryIsa);
 
 struct Case {
   size_t m, rows, cols, row_stride, ldx, ldy;
@@ -100,69 +100,57 @@ TEST(MatMulReference, RoundsInputToBf16OnlyForBf16Weights) {
   EXPECT_EQ(y, 2 * x);
 }
 
-TEST(MatMul, RoundsInputToBf16OnEveryIsa) {
+TEST_P(MatMulEveryIsa, RoundsInputToBf16) {
   ThreadPool pool(2);
   // Halfway cases: round to nearest even, like F32ToBf16.
   const std::vector<float> x = {1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -(1.0f + 1.0f / 256)};
-  for (Isa isa : AvailableIsas()) {
-    IsaScope scope(isa);
-    for (size_t k = 0; k < x.size(); ++k) {
-      const bf16 one = F32ToBf16(1.0f);
-      float y = 0;
-      MatMul(&x[k], 1, 1, Bf16Matrix(&one, 1, 1), &y, 1, pool);
-      EXPECT_EQ(y, RoundToBf16(x[k])) << IsaName(isa);
-    }
+  const Isa isa = GetParam();
+  for (size_t k = 0; k < x.size(); ++k) {
+    const bf16 one = F32ToBf16(1.0f);
+    float y = 0;
+    MatMul(&x[k], 1, 1, Bf16Matrix(&one, 1, 1), &y, 1, pool);
+    EXPECT_EQ(y, RoundToBf16(x[k])) << IsaName(isa);
   }
 }
 
-TEST(MatMul, MatchesReferenceOnOddShapesEveryIsa) {
+TEST_P(MatMulEveryIsa, MatchesReferenceOnOddShapes) {
   ThreadPool pool(2);
   std::mt19937 rng(7);
   const size_t ms[] = {1, 2, 3, 7, 17, 64, 100};
   const size_t shapes[][2] = {{1, 1},    {3, 15},    {15, 17},  {17, 31}, {31, 33},
                               {33, 100}, {100, 257}, {257, 64}, {70, 3}};
-  for (Isa isa : AvailableIsas()) {
-    IsaScope scope(isa);
-    for (DType dtype : {DType::kBF16, DType::kF32})
-      for (size_t m : ms)
-        for (const auto& s : shapes) {
-          const size_t rows = s[0], cols = s[1];
-          // Padded strides everywhere: row_stride > cols, ldx > cols, ldy > rows.
-          const Case c{m, rows, cols, cols + 5, cols + 3, rows + 2};
-          CheckAgainstReference(c, dtype, /*accumulate=*/(m + rows) % 2 == 0, pool, rng);
-          if (HasFatalFailure()) return;
-        }
-  }
-}
-
-TEST(MatMul, AccumulateAndDenseStridesEveryIsa) {
-  ThreadPool pool(2);
-  std::mt19937 rng(11);
-  for (Isa isa : AvailableIsas()) {
-    IsaScope scope(isa);
-    for (bool acc : {false, true})
-      for (size_t m : {1, 5, 12, 13, 24}) {
-        CheckAgainstReference({m, 96, 64, 64, 64, 96}, DType::kBF16, acc, pool, rng);
-        CheckAgainstReference({m, 40, 130, 130, 130, 40}, DType::kBF16, acc, pool, rng);
+  for (DType dtype : {DType::kBF16, DType::kF32})
+    for (size_t m : ms)
+      for (const auto& s : shapes) {
+        const size_t rows = s[0], cols = s[1];
+        // Padded strides everywhere: row_stride > cols, ldx > cols, ldy > rows.
+        const Case c{m, rows, cols, cols + 5, cols + 3, rows + 2};
+        CheckAgainstReference(c, dtype, /*accumulate=*/(m + rows) % 2 == 0, pool, rng);
         if (HasFatalFailure()) return;
       }
-  }
+}
+
+TEST_P(MatMulEveryIsa, AccumulateAndDenseStrides) {
+  ThreadPool pool(2);
+  std::mt19937 rng(11);
+  for (bool acc : {false, true})
+    for (size_t m : {1, 5, 12, 13, 24}) {
+      CheckAgainstReference({m, 96, 64, 64, 64, 96}, DType::kBF16, acc, pool, rng);
+      CheckAgainstReference({m, 40, 130, 130, 130, 40}, DType::kBF16, acc, pool, rng);
+      if (HasFatalFailure()) return;
+    }
 }
 
 // Few tokens over long rows: the AVX-512 bf16 GEMV walks 2..7 tokens in column chunks of 1024
 // and row blocks of 8 (one chunk, several, a partial last one; row counts not a multiple of 8).
-TEST(MatMul, FewTokensLongRowsEveryIsa) {
+TEST_P(MatMulEveryIsa, FewTokensLongRows) {
   ThreadPool pool(2);
   std::mt19937 rng(12);
-  for (Isa isa : AvailableIsas()) {
-    IsaScope scope(isa);
-    for (size_t m : {1, 2, 3, 4, 5, 6, 7})
-      for (size_t cols : {1536, 3072, 3001}) {
-        CheckAgainstReference({m, 70, cols, cols + 7, cols, 75}, DType::kBF16, m % 2 == 0, pool,
-                              rng);
-        if (HasFatalFailure()) return;
-      }
-  }
+  for (size_t m : {1, 2, 3, 4, 5, 6, 7})
+    for (size_t cols : {1536, 3072, 3001}) {
+      CheckAgainstReference({m, 70, cols, cols + 7, cols, 75}, DType::kBF16, m % 2 == 0, pool, rng);
+      if (HasFatalFailure()) return;
+    }
 }
 
 TEST(MatMul, SingleThreadPoolAndEmptyInputs) {

@@ -15,10 +15,10 @@
 namespace moeserve::kernels {
 namespace {
 
-using testing::AvailableIsas;
-using testing::IsaScope;
 using testing::RandomBf16;
 using testing::RandomF32;
+
+MOESERVE_EVERY_ISA_SUITE(MoeExpertsEveryIsa);
 
 float Sigmoid(float x) {
   return 1.0f / (1.0f + std::exp(-x));
@@ -168,19 +168,16 @@ void CheckMoe(size_t num_tokens, size_t num_experts, size_t k, size_t hidden, si
     }
 }
 
-TEST(MoeExperts, MatchesReferenceEveryIsa) {
+TEST_P(MoeExpertsEveryIsa, MatchesReference) {
   ThreadPool pool(2);
   std::mt19937 rng(9);
-  for (Isa isa : AvailableIsas()) {
-    IsaScope scope(isa);
-    // Decode (one token, top-8 of 32), small prefill, many tokens (GEMM path per expert).
-    CheckMoe(1, 32, 8, 67, 33, false, {}, pool, rng);
-    CheckMoe(3, 8, 2, 40, 17, true, {5}, pool, rng);
-    CheckMoe(37, 6, 2, 33, 48, false, {0, 4}, pool, rng);
-    CheckMoe(64, 4, 4, 31, 15, true, {}, pool, rng);   // top_k = num_experts
-    CheckMoe(17, 5, 1, 16, 64, false, {}, pool, rng);  // top_k = 1
-    if (HasFatalFailure()) return;
-  }
+  // Decode (one token, top-8 of 32), small prefill, many tokens (GEMM path per expert).
+  CheckMoe(1, 32, 8, 67, 33, false, {}, pool, rng);
+  CheckMoe(3, 8, 2, 40, 17, true, {5}, pool, rng);
+  CheckMoe(37, 6, 2, 33, 48, false, {0, 4}, pool, rng);
+  CheckMoe(64, 4, 4, 31, 15, true, {}, pool, rng);   // top_k = num_experts
+  CheckMoe(17, 5, 1, 16, 64, false, {}, pool, rng);  // top_k = 1
+  if (HasFatalFailure()) return;
 }
 
 TEST(MoeExperts, AllRoutedExpertsAbsentGivesZeroOrKeepsY) {

@@ -25,6 +25,8 @@ namespace {
 
 using testing::RandomF32;
 
+MOESERVE_EVERY_ISA_SUITE(Mxfp4I8MatMulEveryIsa);
+
 uint32_t Bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -393,47 +395,45 @@ TEST(Mxfp4I8MatMul, ConsistentColumnPermutationKeepsYAndOneCodeChangesOneRow) {
 // split the rows on 8-row groups; decode and prefill m) equals MatMulReference bit for bit, and
 // MoeExperts (x quantized once for all experts, w2's input quantized after SiLU) matches
 // MoeExpertsReference.
-TEST(Mxfp4I8MatMul, PublicMatMulAndMoeEveryIsaMatchReference) {
+TEST_P(Mxfp4I8MatMulEveryIsa, PublicMatMulAndMoeMatchReference) {
   std::mt19937 rng(11);
   ThreadPool pool(2);
   const size_t hidden = 96, inter = 64, experts = 5, top_k = 2;
-  for (Isa isa : testing::AvailableIsas()) {
-    testing::IsaScope scope(isa);
-    for (size_t m : {1, 3, 8, 17}) {
-      const Mxfp4 src = RandomMxfp4(40, hidden, 0, hidden, rng);
-      const Repacked w = Repack(src.view);
-      const std::vector<float> x = RandomX(m, hidden, rng);
-      std::vector<float> y(m * 40), ref(m * 40);
-      MatMul(x.data(), hidden + 5, m, w.view, y.data(), 40, pool);
-      MatMulReference(x.data(), hidden + 5, m, w.view, ref.data(), 40);
-      for (size_t i = 0; i < y.size(); ++i)
-        ASSERT_EQ(Bits(y[i]), Bits(ref[i])) << IsaName(isa) << " m " << m << " i " << i;
+  const Isa isa = GetParam();
+  for (size_t m : {1, 3, 8, 17}) {
+    const Mxfp4 src = RandomMxfp4(40, hidden, 0, hidden, rng);
+    const Repacked w = Repack(src.view);
+    const std::vector<float> x = RandomX(m, hidden, rng);
+    std::vector<float> y(m * 40), ref(m * 40);
+    MatMul(x.data(), hidden + 5, m, w.view, y.data(), 40, pool);
+    MatMulReference(x.data(), hidden + 5, m, w.view, ref.data(), 40);
+    for (size_t i = 0; i < y.size(); ++i)
+      ASSERT_EQ(Bits(y[i]), Bits(ref[i])) << IsaName(isa) << " m " << m << " i " << i;
 
-      std::vector<Mxfp4> raw;
-      std::vector<Repacked> packed;
-      std::vector<ExpertWeights> ew(experts);
-      for (size_t e = 0; e < experts; ++e) {
-        raw.push_back(RandomMxfp4(inter, hidden, 0, hidden, rng));
-        raw.push_back(RandomMxfp4(inter, hidden, 0, hidden, rng));
-        raw.push_back(RandomMxfp4(hidden, inter, 0, inter, rng));
-      }
-      for (const Mxfp4& r : raw) packed.push_back(Repack(r.view));
-      for (size_t e = 0; e < experts; ++e)
-        ew[e] = {packed[3 * e].view, packed[3 * e + 1].view, packed[3 * e + 2].view};
-      std::vector<int32_t> idx(m * top_k);
-      std::vector<float> wt(m * top_k, 0.5f);
-      for (size_t t = 0; t < m; ++t)
-        idx[t * top_k] = static_cast<int32_t>(t % experts),
-                idx[t * top_k + 1] = static_cast<int32_t>((t + 2) % experts);
-      const std::vector<float> xm = RandomF32(m * hidden, rng);
-      std::vector<float> out(m * hidden), out_ref(m * hidden);
-      MoeExperts(xm.data(), hidden, m, idx.data(), wt.data(), top_k, ew, out.data(), hidden, pool);
-      MoeExpertsReference(xm.data(), hidden, m, idx.data(), wt.data(), top_k, ew, out_ref.data(),
-                          hidden);
-      for (size_t i = 0; i < out.size(); ++i)
-        ASSERT_NEAR(out[i], out_ref[i], 1e-5f * (1 + std::fabs(out_ref[i])))
-            << IsaName(isa) << " m " << m << " i " << i;
+    std::vector<Mxfp4> raw;
+    std::vector<Repacked> packed;
+    std::vector<ExpertWeights> ew(experts);
+    for (size_t e = 0; e < experts; ++e) {
+      raw.push_back(RandomMxfp4(inter, hidden, 0, hidden, rng));
+      raw.push_back(RandomMxfp4(inter, hidden, 0, hidden, rng));
+      raw.push_back(RandomMxfp4(hidden, inter, 0, inter, rng));
     }
+    for (const Mxfp4& r : raw) packed.push_back(Repack(r.view));
+    for (size_t e = 0; e < experts; ++e)
+      ew[e] = {packed[3 * e].view, packed[3 * e + 1].view, packed[3 * e + 2].view};
+    std::vector<int32_t> idx(m * top_k);
+    std::vector<float> wt(m * top_k, 0.5f);
+    for (size_t t = 0; t < m; ++t)
+      idx[t * top_k] = static_cast<int32_t>(t % experts),
+              idx[t * top_k + 1] = static_cast<int32_t>((t + 2) % experts);
+    const std::vector<float> xm = RandomF32(m * hidden, rng);
+    std::vector<float> out(m * hidden), out_ref(m * hidden);
+    MoeExperts(xm.data(), hidden, m, idx.data(), wt.data(), top_k, ew, out.data(), hidden, pool);
+    MoeExpertsReference(xm.data(), hidden, m, idx.data(), wt.data(), top_k, ew, out_ref.data(),
+                        hidden);
+    for (size_t i = 0; i < out.size(); ++i)
+      ASSERT_NEAR(out[i], out_ref[i], 1e-5f * (1 + std::fabs(out_ref[i])))
+          << IsaName(isa) << " m " << m << " i " << i;
   }
 }
 

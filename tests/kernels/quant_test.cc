@@ -17,10 +17,12 @@
 namespace moeserve::kernels {
 namespace {
 
-using testing::AvailableIsas;
-using testing::IsaScope;
 using testing::RandomF32;
 using testing::SumTolerance;
+
+MOESERVE_EVERY_ISA_SUITE(QuantMatMulEveryIsa);
+MOESERVE_EVERY_ISA_SUITE(QuantGemvEveryIsa);
+MOESERVE_EVERY_ISA_SUITE(QuantMoeEveryIsa);
 
 TEST(QuantElements, E4M3RoundTripsEveryCodeAndMatchesSlowRounding) {
   for (int c = 0; c < 256; ++c) {
@@ -196,28 +198,26 @@ void CheckMatMul(const WeightMatrix& w, size_t m, float x_scale, bool accumulate
   std::vector<float> ref = y0, dq(w.rows * w.cols);
   MatMulReference(x.data(), ldx, m, w, ref.data(), ldy, accumulate);
   DequantizeToF32(w, dq.data(), w.cols);
-  for (Isa isa : AvailableIsas()) {
-    IsaScope scope(isa);
-    std::vector<float> got = y0;
-    MatMul(x.data(), ldx, m, w, got.data(), ldy, pool, accumulate);
-    for (size_t t = 0; t < m; ++t)
-      for (size_t n = 0; n < ldy; ++n) {
-        const size_t i = t * ldy + n;
-        if (n >= w.rows) {
-          ASSERT_EQ(got[i], y0[i]);
-          continue;
-        }
-        double abs_sum = accumulate ? std::fabs(y0[i]) : 0.0;
-        for (size_t k = 0; k < w.cols; ++k)
-          abs_sum += std::fabs(double{RoundToBf16(x[t * ldx + k])} * dq[n * w.cols + k]);
-        ASSERT_NEAR(got[i], ref[i], SumTolerance(w.cols, abs_sum))
-            << IsaName(isa) << " m=" << m << " [" << w.rows << "," << w.cols << "] at (" << w.row0
-            << "," << w.col0 << ") t=" << t << " n=" << n;
+  const Isa isa = BestIsa();  // the test's ISA (EveryIsa caps it)
+  std::vector<float> got = y0;
+  MatMul(x.data(), ldx, m, w, got.data(), ldy, pool, accumulate);
+  for (size_t t = 0; t < m; ++t)
+    for (size_t n = 0; n < ldy; ++n) {
+      const size_t i = t * ldy + n;
+      if (n >= w.rows) {
+        ASSERT_EQ(got[i], y0[i]);
+        continue;
       }
-  }
+      double abs_sum = accumulate ? std::fabs(y0[i]) : 0.0;
+      for (size_t k = 0; k < w.cols; ++k)
+        abs_sum += std::fabs(double{RoundToBf16(x[t * ldx + k])} * dq[n * w.cols + k]);
+      ASSERT_NEAR(got[i], ref[i], SumTolerance(w.cols, abs_sum))
+          << IsaName(isa) << " m=" << m << " [" << w.rows << "," << w.cols << "] at (" << w.row0
+          << "," << w.col0 << ") t=" << t << " n=" << n;
+    }
 }
 
-TEST(QuantMatMul, Fp8BlockViewsEveryIsa) {
+TEST_P(QuantMatMulEveryIsa, Fp8BlockViews) {
   ThreadPool pool(2);
   std::mt19937 rng(11);
   struct V {
@@ -239,7 +239,7 @@ TEST(QuantMatMul, Fp8BlockViewsEveryIsa) {
   for (size_t m : {1, 3, 17}) CheckMatMul(sub.view, m, 1.0f, false, pool, rng);
 }
 
-TEST(QuantMatMul, Mxfp4ViewsEveryIsa) {
+TEST_P(QuantMatMulEveryIsa, Mxfp4Views) {
   ThreadPool pool(2);
   std::mt19937 rng(12);
   struct V {
@@ -259,7 +259,7 @@ TEST(QuantMatMul, Mxfp4ViewsEveryIsa) {
 
 // e8m0 scales outside [2, 252] do not fold into bf16 exponents; those groups take the exact slow
 // path. x is scaled so that every product stays a normal f32.
-TEST(QuantMatMul, Mxfp4ExtremeScalesEveryIsa) {
+TEST_P(QuantMatMulEveryIsa, Mxfp4ExtremeScales) {
   ThreadPool pool(2);
   std::mt19937 rng(13);
   QuantWeight low = MakeMxfp4(40, 192, 0, 0, 40, 192, rng, 0, 3);
@@ -274,7 +274,7 @@ TEST(QuantMatMul, Mxfp4ExtremeScalesEveryIsa) {
 // 64-code steps) but not of 128 (a first block cut short), k not a multiple of 64 (a masked last
 // step), and k beyond the permuted-x panel of 7 tokens (2304 columns), so that y is accumulated
 // over two panels.
-TEST(QuantGemv, Fp8EveryTokenCountBlockCutsAndPanels) {
+TEST_P(QuantGemvEveryIsa, Fp8EveryTokenCountBlockCutsAndPanels) {
   ThreadPool pool(2);
   std::mt19937 rng(21);
   struct V {
@@ -297,7 +297,7 @@ TEST(QuantGemv, Fp8EveryTokenCountBlockCutsAndPanels) {
   }
 }
 
-TEST(QuantGemv, Mxfp4EveryTokenCountAndPanels) {
+TEST_P(QuantGemvEveryIsa, Mxfp4EveryTokenCountAndPanels) {
   ThreadPool pool(2);
   std::mt19937 rng(22);
   // 2560 columns: two panels for m >= 7; 96 and 160: a last step of 3 and 1 groups.
@@ -307,14 +307,14 @@ TEST(QuantGemv, Mxfp4EveryTokenCountAndPanels) {
     for (size_t m = 1; m <= 7; ++m) CheckMatMul(q.view, m, 1.0f, m % 3 == 0, pool, rng);
   }
   // A group with scale 0 or 1 in some rows only (those rows take the unfolded path, the others
-  // not; the other end, 253 and 254, is covered by Mxfp4ExtremeScalesEveryIsa).
+  // not; the other end, 253 and 254, is covered by QuantMatMulEveryIsa.Mxfp4ExtremeScales).
   QuantWeight mixed = MakeMxfp4(24, 256, 0, 0, 24, 256, rng);
   for (size_t r = 0; r < 24; r += 5) mixed.scales_u8[r * 8 + r % 8] = r % 2 ? 1 : 0;
   for (size_t m : {1, 2, 5}) CheckMatMul(mixed.view, m, 1.0f, false, pool, rng);
 }
 
 // e8m0 255 is NaN: a row with such a group gives NaN (as the reference), the others stay exact.
-TEST(QuantGemv, Mxfp4NanScale) {
+TEST_P(QuantGemvEveryIsa, Mxfp4NanScale) {
   ThreadPool pool(2);
   std::mt19937 rng(23);
   const size_t rows = 10, cols = 192;
@@ -323,26 +323,24 @@ TEST(QuantGemv, Mxfp4NanScale) {
   std::vector<float> x = RandomF32(3 * cols, rng), ref(3 * rows), dq(rows * cols);
   MatMulReference(x.data(), cols, 3, q.view, ref.data(), rows, false);
   DequantizeToF32(q.view, dq.data(), cols);
-  for (Isa isa : AvailableIsas()) {
-    IsaScope scope(isa);
-    for (size_t m : {1, 3}) {
-      std::vector<float> got(m * rows);
-      MatMul(x.data(), cols, m, q.view, got.data(), rows, pool);
-      for (size_t t = 0; t < m; ++t)
-        for (size_t n = 0; n < rows; ++n) {
-          const size_t i = t * rows + n;
-          ASSERT_EQ(std::isnan(got[i]), n == 3) << IsaName(isa) << " t=" << t << " n=" << n;
-          if (n == 3) continue;
-          double abs_sum = 0;
-          for (size_t k = 0; k < cols; ++k)
-            abs_sum += std::fabs(double{RoundToBf16(x[t * cols + k])} * dq[n * cols + k]);
-          ASSERT_NEAR(got[i], ref[i], SumTolerance(cols, abs_sum)) << IsaName(isa);
-        }
-    }
+  const Isa isa = GetParam();
+  for (size_t m : {1, 3}) {
+    std::vector<float> got(m * rows);
+    MatMul(x.data(), cols, m, q.view, got.data(), rows, pool);
+    for (size_t t = 0; t < m; ++t)
+      for (size_t n = 0; n < rows; ++n) {
+        const size_t i = t * rows + n;
+        ASSERT_EQ(std::isnan(got[i]), n == 3) << IsaName(isa) << " t=" << t << " n=" << n;
+        if (n == 3) continue;
+        double abs_sum = 0;
+        for (size_t k = 0; k < cols; ++k)
+          abs_sum += std::fabs(double{RoundToBf16(x[t * cols + k])} * dq[n * cols + k]);
+        ASSERT_NEAR(got[i], ref[i], SumTolerance(cols, abs_sum)) << IsaName(isa);
+      }
   }
 }
 
-TEST(QuantMoe, Fp8AndMxfp4ExpertsMatchReferenceEveryIsa) {
+TEST_P(QuantMoeEveryIsa, Fp8AndMxfp4ExpertsMatchReference) {
   ThreadPool pool(2);
   std::mt19937 rng(14);
   const size_t hidden = 96, inter = 64, num_experts = 5, k = 2;
@@ -374,18 +372,16 @@ TEST(QuantMoe, Fp8AndMxfp4ExpertsMatchReferenceEveryIsa) {
                           hidden);
       double scale = 0;
       for (float v : ref) scale = std::max(scale, double{std::fabs(v)});
-      for (Isa isa : AvailableIsas()) {
-        IsaScope scope(isa);
-        std::vector<float> got(tokens * hidden);
-        MoeExperts(x.data(), hidden, tokens, idx.data(), wts.data(), k, experts, got.data(), hidden,
-                   pool);
-        // The activation is recomputed from slightly different gate/up sums and rounded to bf16
-        // before w2, so one bf16 rounding flip (2^-8 relative) of an activation can propagate:
-        // tolerance 2^-7 of the output's scale.
-        for (size_t i = 0; i < got.size(); ++i)
-          ASSERT_NEAR(got[i], ref[i], scale / 128 + 1e-30)
-              << IsaName(isa) << " tokens=" << tokens << " i=" << i;
-      }
+      const Isa isa = GetParam();
+      std::vector<float> got(tokens * hidden);
+      MoeExperts(x.data(), hidden, tokens, idx.data(), wts.data(), k, experts, got.data(), hidden,
+                 pool);
+      // The activation is recomputed from slightly different gate/up sums and rounded to bf16
+      // before w2, so one bf16 rounding flip (2^-8 relative) of an activation can propagate:
+      // tolerance 2^-7 of the output's scale.
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], ref[i], scale / 128 + 1e-30)
+            << IsaName(isa) << " tokens=" << tokens << " i=" << i;
     }
   }
 }

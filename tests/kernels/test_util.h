@@ -1,10 +1,9 @@
-// Shared helpers for the kernel tests: ISA scoping, random data, tolerances.
+// Shared helpers for the kernel tests: one run per ISA, random data, tolerances.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <optional>
 #include <random>
 #include <string>
@@ -15,32 +14,35 @@
 
 namespace moeserve::kernels::testing {
 
-// Every ISA path this machine can run; tests loop over them with IsaScope.
-inline std::vector<Isa> AvailableIsas() {
-  unsetenv("MOESERVE_ISA");
-  std::vector<Isa> out;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16})
-    if (isa <= BestIsa()) out.push_back(isa);
-  return out;
-}
-
-// Caps BestIsa() (MOESERVE_ISA) for the scope's lifetime.
-class IsaScope {
- public:
-  explicit IsaScope(Isa isa) {
-    if (const char* old = std::getenv("MOESERVE_ISA")) old_ = old;
-    setenv("MOESERVE_ISA", IsaName(isa).c_str(), 1);
+// Kernel tests that run once per ISA: declare the suite with MOESERVE_EVERY_ISA_SUITE(Suite) and
+// write TEST_P(Suite, Name). Each test runs under a ScopedIsaCap for its ISA; an ISA this machine
+// (or build) lacks shows as SKIPPED with the reason, so a run on an AVX2-only machine says which
+// paths it did not check instead of leaving them out silently.
+class EveryIsa : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (GetParam() > MachineIsa())
+      GTEST_SKIP() << IsaName(GetParam()) << " is not available on this machine (it runs "
+                   << IsaName(MachineIsa()) << ")";
+    cap_.emplace(GetParam());
   }
-  ~IsaScope() {
-    if (old_)
-      setenv("MOESERVE_ISA", old_->c_str(), 1);
-    else
-      unsetenv("MOESERVE_ISA");
-  }
+  Isa isa() const { return GetParam(); }
 
  private:
-  std::optional<std::string> old_;
+  std::optional<ScopedIsaCap> cap_;
 };
+
+inline std::string IsaTestName(const ::testing::TestParamInfo<Isa>& info) {
+  return IsaName(info.param);
+}
+
+#define MOESERVE_EVERY_ISA_SUITE(suite)                                          \
+  class suite : public ::moeserve::kernels::testing::EveryIsa {};                \
+  INSTANTIATE_TEST_SUITE_P(                                                      \
+      , suite,                                                                   \
+      ::testing::Values(::moeserve::Isa::kScalar, ::moeserve::Isa::kAvx2,        \
+                        ::moeserve::Isa::kAvx512, ::moeserve::Isa::kAvx512Bf16), \
+      ::moeserve::kernels::testing::IsaTestName)
 
 inline std::vector<float> RandomF32(size_t n, std::mt19937& rng, float lo = -1, float hi = 1) {
   std::uniform_real_distribution<float> d(lo, hi);

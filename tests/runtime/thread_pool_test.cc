@@ -65,10 +65,26 @@ TEST(ThreadPool, RunPublishesPlainDataBothWays) {
   }
 }
 
-TEST(CpuFeatures, IsaCapFromEnvironment) {
-  setenv("MOESERVE_ISA", "scalar", 1);
-  EXPECT_EQ(BestIsa(), Isa::kScalar);
-  unsetenv("MOESERVE_ISA");
+TEST(CpuFeatures, ScopedCapsNestAndNeverRaiseTheIsa) {
+  const Isa best = BestIsa();
+  {
+    ScopedIsaCap scalar(Isa::kScalar);
+    EXPECT_EQ(BestIsa(), Isa::kScalar);
+    {
+      ScopedIsaCap higher(Isa::kAvx512Bf16);  // a cap never raises past what the machine runs
+      EXPECT_EQ(BestIsa(), std::min(best, Isa::kAvx512Bf16));
+    }
+    EXPECT_EQ(BestIsa(), Isa::kScalar);
+  }
+  EXPECT_EQ(BestIsa(), best);
+  EXPECT_LE(best, MachineIsa());
+}
+
+TEST(CpuFeatures, IsaNamesRoundTrip) {
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16})
+    EXPECT_EQ(ParseIsaName(IsaName(isa)), isa);
+  EXPECT_EQ(ParseIsaName("avx3"), std::nullopt);
+  EXPECT_EQ(ParseIsaName(""), std::nullopt);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 // content_block_stop (a ping after the first start; a thinking block's deltas end with one
 // signature_delta), then message_delta with stop_reason and usage, then message_stop.
 import assert from 'node:assert/strict';
-import { startServer, test, run, writeTemp, post, parseNamedSse, requireModule } from './harness.mjs';
+import { MODEL, startServer, test, run, writeTemp, post, parseNamedSse, requireModule } from './harness.mjs';
 
 const AnthropicModule = requireModule('@anthropic-ai/sdk');
 const Anthropic = AnthropicModule.default ?? AnthropicModule;
@@ -67,7 +67,7 @@ test('messages.create: thinking then text, Anthropic fields', async () => {
   assert.match(m.id, /^msg_/);
   assert.equal(m.type, 'message');
   assert.equal(m.role, 'assistant');
-  assert.equal(m.model, 'model');
+  assert.equal(m.model, MODEL);  // the served name (vLLM's default: the --model string)
   assert.equal(m.content.length, 2);
   assert.deepEqual(Object.keys(m.content[0]), ['type', 'thinking', 'signature']);
   assert.equal(m.content[0].type, 'thinking');
@@ -91,7 +91,7 @@ test('stream: the documented event sequence, field by field; the SDK accumulates
     'message_stop']);
   const start = events[0].data.message;
   assert.match(start.id, /^msg_/);
-  assert.deepEqual({ ...start, id: 'x', usage: null }, { id: 'x', type: 'message', role: 'assistant', model: 'model',
+  assert.deepEqual({ ...start, id: 'x', usage: null }, { id: 'x', type: 'message', role: 'assistant', model: MODEL,
     content: [], stop_reason: null, stop_sequence: null, usage: null });
   checkUsage(start.usage);
   const starts = events.filter((e) => e.event === 'content_block_start').map((e) => e.data);

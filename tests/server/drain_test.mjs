@@ -3,7 +3,7 @@
 // `data: [DONE]`, each waiting non-streamed request a 503 with an OpenAI error body; the server
 // exits 0 within a second of the deadline and logs what it aborted.
 import assert from 'node:assert/strict';
-import { startServer, test, run, writeTemp, parseSse, sleep } from './harness.mjs';
+import { startServer, test, run, writeTemp, parseSse, parseNamedSse, sleep } from './harness.mjs';
 
 const TEXT = 'Hello there! The answer is 42, said the machine. ';
 
@@ -59,6 +59,38 @@ test('drain deadline: 20 streams end with an abort chunk and [DONE], waiting req
       assert.ok(e.message.length > 0);
     }
     assert.match(s.log(), /aborting 20 streams and 2 other requests/);
+  } finally { await s.stop(); }
+});
+
+test('drain deadline: Anthropic streams end with an error event, Responses streams with response.failed', async () => {
+  const s = await startServer(['--scripted-output', writeTemp('r.txt', TEXT.repeat(100)), '--scripted-tick-ms', '50',
+    '--drain-timeout', '1']);
+  try {
+    const messages = [{ role: 'user', content: 'Hi' }];
+    const anthropic = [1, 2].map(() => rawPost(s.base, '/v1/messages',
+      { model: 'model', max_tokens: 3000, messages, stream: true }));
+    const responses = [1, 2].map(() => rawPost(s.base, '/v1/responses',
+      { model: 'model', input: 'Hi', max_output_tokens: 3000, stream: true }));
+    await sleep(1000);
+    s.proc.kill('SIGTERM');
+    assert.equal((await s.exited).code, 0);
+    for (const p of anthropic) {
+      const events = parseNamedSse((await p).text);
+      assert.equal(events[0].event, 'message_start');
+      assert.ok(events.some((e) => e.event === 'content_block_delta'), 'tokens were streamed before the deadline');
+      assert.deepEqual(events.at(-1).data.error.type, 'overloaded_error');
+      assert.equal(events.at(-1).event, 'error');
+      assert.ok(!events.some((e) => e.event === 'message_stop'));
+    }
+    for (const p of responses) {
+      const events = parseNamedSse((await p).text);
+      assert.equal(events[0].event, 'response.created');
+      const last = events.at(-1);
+      assert.equal(last.event, 'response.failed');
+      assert.equal(last.data.response.status, 'failed');
+      assert.equal(last.data.response.error.code, 'server_error');
+      assert.ok(last.data.response.output.length > 0, 'the items streamed so far are in the failed response');
+    }
   } finally { await s.stop(); }
 });
 

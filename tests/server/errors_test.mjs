@@ -29,7 +29,7 @@ test('auth: missing or wrong key -> 401 on /v1/*, /health and /metrics stay open
   isError(await post(s.base, '/v1/completions', { prompt: 'Hi' }), 401);
   isError(await post(s.base, '/v1/completions', { prompt: 'Hi' }, { authorization: 'Bearer nope' }), 401);
   await assert.rejects(s.client({ apiKey: 'wrong' }).models.list(), (e) => e.status === 401);
-  assert.equal((await s.client({ apiKey: KEY }).models.list()).data[0].id, 'model');
+  assert.ok((await s.client({ apiKey: KEY }).models.list()).data.some((m) => m.id === 'model'));
   assert.equal((await fetch(s.base + '/health')).status, 200);
   assert.equal((await fetch(s.base + '/metrics')).status, 200);
 });

@@ -172,6 +172,25 @@ test('vLLM extras on model output: cached_tokens, allowed_token_ids, bad_words, 
   }
 });
 
+test('Anthropic Messages and Responses APIs give the chat completion\'s greedy reply', async () => {
+  const question = 'How many clips did Natalia sell?';
+  const chat = await client.chat.completions.create({ model: 'model', messages: [{ role: 'user', content: question }],
+    max_tokens: 16, temperature: 0 });
+  const want = chat.choices[0].message;
+  const m = await post(s.base, '/v1/messages', { model: 'model', max_tokens: 16, temperature: 0,
+    messages: [{ role: 'user', content: question }] });
+  assert.equal(m.status, 200, m.text);
+  const blockText = (type, field) => m.json.content.filter((b) => b.type === type).map((b) => b[field]).join('');
+  assert.equal(blockText('thinking', 'thinking'), want.reasoning_content ?? '');
+  assert.equal(blockText('text', 'text'), want.content ?? '');
+  assert.equal(m.json.usage.output_tokens, chat.usage.completion_tokens);
+  const r = await client.responses.create({ model: 'model', input: question, max_output_tokens: 16, temperature: 0 });
+  const reasoning = r.output.filter((o) => o.type === 'reasoning').map((o) => o.content[0].text).join('');
+  assert.equal(reasoning, want.reasoning_content ?? '');
+  assert.equal(r.output_text, want.content ?? '');
+  assert.equal(r.usage.output_tokens, chat.usage.completion_tokens);
+});
+
 // 64 concurrent requests, mixed prompt and output lengths, a third cancelled at random moments.
 async function loadRound(cases, expected, seed) {
   let rng = seed;

@@ -3,7 +3,7 @@
 // `moeserve serve --scripted-output FILE`, and the raw SSE stream event by event against OpenAI's
 // documented sequence.
 import assert from 'node:assert/strict';
-import { startServer, test, run, writeTemp, post, parseNamedSse } from './harness.mjs';
+import { MODEL, startServer, test, run, writeTemp, post, parseNamedSse } from './harness.mjs';
 
 const REASONING = 'Let me add two and two.\n</think>\n\nThe answer is 4.';
 const TOOLS_REPLY = 'The user wants weather and time.\n</think>\n\n<minimax:tool_call>\n' +
@@ -57,7 +57,7 @@ test('responses.create: reasoning and message items, output_text, usage', async 
   assert.match(r.id, /^resp_/);
   assert.equal(r.object, 'response');
   assert.equal(r.status, 'completed');
-  assert.equal(r.model, 'model');
+  assert.equal(r.model, MODEL);  // the served name (vLLM's default: the --model string)
   assert.equal(r.instructions, 'Be brief.');
   assert.equal(r.error, null);
   assert.equal(r.incomplete_details, null);

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import fs from 'node:fs';
 import path from 'node:path';
-import { startServer, test, run, writeTemp, post, parseSse, metricValue, sleep } from './harness.mjs';
+import { MODEL, startServer, test, run, writeTemp, post, parseSse, metricValue, sleep } from './harness.mjs';
 
 const REASONING = 'Let me add two and two.\n</think>\n\nThe answer is 4.';
 const TOOLS_REPLY = 'The user wants weather and time.\n</think>\n\n<minimax:tool_call>\n' +
@@ -67,7 +67,7 @@ test('chat: reasoning then answer (non-streamed), OpenAI fields', async () => {
   assert.match(r.id, /^chatcmpl-/);
   assert.equal(r.object, 'chat.completion');
   assert.equal(typeof r.created, 'number');
-  assert.equal(r.model, 'model');
+  assert.equal(r.model, MODEL);  // vLLM's default name: the --model string as given
   assert.equal(r.choices.length, 1);
   const c = r.choices[0];
   assert.equal(c.index, 0);
@@ -331,15 +331,14 @@ test('metrics: Prometheus exposition with moeserve: names', async () => {
     assert.ok(m.includes(`# TYPE moeserve:${name} `), name);
   assert.ok(metricValue(m, 'moeserve:request_success_total', 'finished_reason="length"') >= 1);
   assert.ok(metricValue(m, 'moeserve:time_to_first_token_seconds_count') >= 1);
-  assert.ok(m.includes('moeserve:e2e_request_latency_seconds_bucket{model_name="model",le="+Inf"}'));
+  assert.ok(m.includes(`moeserve:e2e_request_latency_seconds_bucket{model_name="${MODEL}",le="+Inf"}`));
   assert.ok(m.includes('moeserve:time_per_output_token_seconds_sum'));
 });
 
 test('models, version, health, tokenize/detokenize', async () => {
   const s = await server('text', TEXT);
   const models = await s.client().models.list();
-  assert.equal(models.data.length, 1);
-  assert.equal(models.data[0].id, 'model');
+  assert.deepEqual(models.data.map((m) => m.id), [MODEL, 'model']);  // --model string, folder
   assert.equal(models.data[0].owned_by, 'moeserve');
   assert.equal(models.data[0].max_model_len, 4096);
   assert.equal((await fetch(s.base + '/health')).status, 200);
