@@ -27,19 +27,7 @@ double Micros(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
 
-// GPT-2 byte-level alphabet: the code point that stands for each byte in vocab strings.
-std::vector<int> ByteOfCodepoint() {
-  std::vector<int> byte_of(512, -1);
-  int next = 256;
-  for (int b = 0; b < 256; ++b) {
-    const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-    byte_of[printable ? b : next++] = b;
-  }
-  return byte_of;
-}
-
 std::shared_ptr<Vocabulary> LoadVocabulary(const moeserve::tokenizer::Tokenizer& tok) {
-  static const std::vector<int> byte_of = ByteOfCodepoint();
   const size_t n = tok.VocabSize();
   std::vector<std::string> bytes(n);
   std::vector<bool> special(n, false);
@@ -50,15 +38,7 @@ std::shared_ptr<Vocabulary> LoadVocabulary(const moeserve::tokenizer::Tokenizer&
       bytes[id] = s;
       continue;
     }
-    // Decode UTF-8 code points and map each back to its byte.
-    for (size_t i = 0; i < s.size();) {
-      const auto c = static_cast<unsigned char>(s[i]);
-      const int len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-      uint32_t cp = len == 1 ? c : c & (0x7F >> len);
-      for (int k = 1; k < len; ++k) cp = (cp << 6) | (s[i + k] & 0x3F);
-      i += len;
-      if (cp < byte_of.size() && byte_of[cp] >= 0) bytes[id] += static_cast<char>(byte_of[cp]);
-    }
+    bytes[id] = moeserve::grammar::ByteLevelTokenBytes(s);
   }
   std::vector<int32_t> stops;
   if (tok.EosId()) stops.push_back(*tok.EosId());

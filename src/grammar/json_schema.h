@@ -2,10 +2,10 @@
 //
 // Supported: type (one or an array; "integer", "number", "string", "boolean", "null", "object",
 // "array"), nullable (OpenAPI), enum, const, properties (generated in the order written),
-// required, additionalProperties (false / true / a schema), items (a schema or false),
-// prefixItems, minItems, maxItems, minLength, maxLength, pattern (a regex.h pattern, matched
-// against the decoded string: unanchored sides may hold any text), format (date, time,
-// date-time, uuid, email, ipv4; other formats are annotations and constrain nothing),
+// required, additionalProperties (false / true / a schema), items (a schema, false, or an array:
+// the draft 4-7 tuple form), prefixItems, minItems, maxItems, minLength, maxLength, pattern (a
+// regex.h pattern, matched against the decoded string: unanchored sides may hold any text), format
+// (date, time, date-time, uuid, email, ipv4; other formats are annotations and constrain nothing),
 // minimum / maximum / exclusiveMinimum / exclusiveMaximum (draft 4 booleans too) on integers, and
 // on numbers when the bounds are integers (a bounded number is written without exponent),
 // anyOf and oneOf (as alternatives; oneOf's exclusivity is not enforced), allOf

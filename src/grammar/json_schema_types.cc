@@ -88,12 +88,16 @@ Expr SchemaCompiler::Object(const Json& s, const std::string& path) {
 
 Expr SchemaCompiler::Array(const Json& s, const std::string& path) {
   static const Json kEmpty = Json::array();
-  const Json& prefix = s.contains("prefixItems") ? s["prefixItems"] : kEmpty;
+  // Draft 4-7 spell a tuple as an `items` array: the same as prefixItems with no other items.
+  const bool tuple_items = s.contains("items") && s["items"].is_array();
+  const Json& prefix = tuple_items                 ? s["items"]
+                       : s.contains("prefixItems") ? s["prefixItems"]
+                                                   : kEmpty;
   if (!prefix.is_array()) Fail("'prefixItems' at ", path, " must be an array");
   const size_t k = prefix.size();
   // Without `items`, only the prefix items when there are some (xgrammar's strict mode), else
   // any values.
-  const Json items = s.contains("items") ? s["items"] : Json(k == 0);
+  const Json items = s.contains("items") && !tuple_items ? s["items"] : Json(k == 0);
   const bool more = !(items.is_boolean() && !items.get<bool>());
   const int lo = s.value("minItems", 0);
   int hi = s.contains("maxItems") ? s["maxItems"].get<int>() : kUnbounded;

@@ -43,8 +43,10 @@ GrammarAst BuildGrammar(const GrammarRequest& request);
 class GrammarCache {
  public:
   // Keeps the `capacity` most recently used grammars for `vocabulary`; they share token classes
-  // of equal automaton regions (compiled_grammar.h), so even a new schema starts warm.
-  explicit GrammarCache(std::shared_ptr<const Vocabulary> vocabulary, size_t capacity = 128);
+  // of equal automaton regions (compiled_grammar.h), so even a new schema starts warm. A grammar
+  // holds up to ~25 KB of token classes per automaton state it has met (200k vocabulary), a few
+  // MB for a typical schema: hence a modest default capacity.
+  explicit GrammarCache(std::shared_ptr<const Vocabulary> vocabulary, size_t capacity = 32);
 
   // The compiled grammar for `request`, compiled on the first request. Throws GrammarError.
   std::shared_ptr<const CompiledGrammar> Get(const GrammarRequest& request);

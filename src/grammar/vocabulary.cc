@@ -45,6 +45,30 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<bool> s
   }
 }
 
+std::string ByteLevelTokenBytes(std::string_view token) {
+  // GPT-2's bytes_to_unicode: printable Latin-1 bytes stand for themselves, the other 68 bytes
+  // for U+0100.. in byte order.
+  static const std::vector<int> byte_of = [] {
+    std::vector<int> table(0x144, -1);
+    int next = 0x100;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+      table[printable ? b : next++] = b;
+    }
+    return table;
+  }();
+  std::string out;
+  for (size_t i = 0; i < token.size();) {
+    const auto c = static_cast<unsigned char>(token[i]);
+    const size_t len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    uint32_t cp = len == 1 ? c : c & (0x7F >> len);
+    for (size_t k = 1; k < len && i + k < token.size(); ++k) cp = (cp << 6) | (token[i + k] & 0x3F);
+    i += len;
+    if (cp < byte_of.size() && byte_of[cp] >= 0) out += static_cast<char>(byte_of[cp]);
+  }
+  return out;
+}
+
 bool Vocabulary::is_stop(int32_t id) const {
   return std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end();
 }

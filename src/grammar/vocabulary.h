@@ -61,6 +61,11 @@ class Vocabulary {
   std::vector<int32_t> rank_;
 };
 
+// The bytes a token of a byte-level BPE vocabulary (GPT-2 / tiktoken style: tokenizer.json with a
+// ByteLevel decoder, as GPT-4o, Qwen and MiniMax use) stands for: each code point of the vocab
+// string is one byte in GPT-2's printable alphabet. Code points outside it are dropped.
+std::string ByteLevelTokenBytes(std::string_view token);
+
 // A set of token ids as 64-bit words (bit id % 64 of word id / 64): what the sampler applies.
 using TokenBitmask = std::vector<uint64_t>;
 inline size_t BitmaskWords(size_t vocab) {

@@ -144,9 +144,12 @@ class JsonValidator {
       }
     }
     if (v.is_array()) {
-      const Json prefix = s.value("prefixItems", Json::array());
+      const bool tuple = s.contains("items") && s["items"].is_array();  // draft 4-7 tuples
+      const Json prefix = tuple ? s["items"] : s.value("prefixItems", Json::array());
       for (size_t i = 0; i < v.size(); ++i) {
-        const Json& item_schema = i < prefix.size() ? prefix[i] : s.value("items", Json(true));
+        const Json item_schema = i < prefix.size() ? prefix[i]
+                                 : tuple           ? Json(true)
+                                                   : s.value("items", Json(true));
         if (!Check(item_schema, v[i])) return false;
       }
       if (v.size() < s.value("minItems", size_t{0})) return false;

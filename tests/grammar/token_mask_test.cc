@@ -99,5 +99,13 @@ TEST(TokenMask, StopTokensOnlyWhenTheGrammarCanEnd) {
   EXPECT_EQ(mask[0], 0u);
 }
 
+TEST(TokenMask, ByteLevelTokensDecodeToTheirBytes) {
+  EXPECT_EQ(ByteLevelTokenBytes("\xC4\xA0hello"), " hello");       // "Ġhello"
+  EXPECT_EQ(ByteLevelTokenBytes("\xC4\x8A"), "\n");                // "Ċ"
+  EXPECT_EQ(ByteLevelTokenBytes("\xC3\x83\xC2\xA9"), "\xC3\xA9");  // "Ã©": the two bytes of é
+  EXPECT_EQ(ByteLevelTokenBytes("{\""), "{\"");
+  EXPECT_EQ(ByteLevelTokenBytes("\xC4\x80"), std::string(1, '\0'));  // U+0100 is byte 0
+}
+
 }  // namespace
 }  // namespace moeserve::grammar
