@@ -89,8 +89,9 @@ class CallFreeWalker {
   }
 
   bool Advance(uint8_t byte) {
-    int32_t& next = rows_[path_.back()][byte];
-    if (next == kUnknown) next = Step(path_.back(), byte);
+    // Step may intern a new DFA state, which grows rows_: no reference into it across the call.
+    int32_t next = rows_[path_.back()][byte];
+    if (next == kUnknown) next = rows_[path_.back()][byte] = Step(path_.back(), byte);
     if (next == kDead) return false;
     path_.push_back(next);
     return true;

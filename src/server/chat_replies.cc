@@ -26,6 +26,7 @@ ChatReplies::ChatReplies(const ServingContext& ctx, const ChatRequest& request,
   options_.tools_schema = request.tools;
   if (request.tool_choice.mode == ToolChoice::Mode::kNamed)
     only_function_ = request.tool_choice.function;
+  first_call_only_ = !request.parallel_tool_calls;
   const uint64_t seed_base = ctx.next_request_id.load() * 1000003u;
   for (size_t i = 0; i < num_choices; ++i) {
     chat::ParserOptions o = options_;
@@ -65,7 +66,8 @@ void ChatReplies::FilterCalls(Choice& c, std::vector<chat::ToolCallDelta>& calls
   for (auto& d : calls) {
     auto it = index.find(d.index);
     if (it == index.end()) {
-      const bool keep = only_function_.empty() || d.name == only_function_;
+      const bool keep = (only_function_.empty() || d.name == only_function_) &&
+                        !(first_call_only_ && c.num_calls > 0);
       it = index.emplace(d.index, keep ? c.num_calls++ : -1).first;
     }
     if (it->second < 0) continue;
@@ -78,6 +80,11 @@ void ChatReplies::FilterCalls(Choice& c, std::vector<chat::ToolCallDelta>& calls
 ChatRun StartChat(ServingContext& ctx, ChatRequest& request) {
   ChatRun run;
   run.prompt = RenderChatPrompt(request, ctx);
+  // The constraint starts after the reasoning when the prompt left a reasoning block open.
+  ApplyConstraint(request.constraint,
+                  ctx.config.reasoning != chat::ReasoningFormat::kNone &&
+                      chat::PromptOpensThink(run.prompt.text),
+                  ctx.structured_outputs, request.sampling.params);
   request.sampling.text.keep_token_ids = ParserTokenIds(ctx);
   run.gen = std::make_unique<Generation>(ctx);
   run.gen->Start({run.prompt.ids}, request.sampling.params, request.sampling.text);

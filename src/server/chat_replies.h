@@ -1,7 +1,8 @@
 // The reply side of a chat generation, shared by every chat route (OpenAI chat completions,
 // Anthropic Messages, OpenAI Responses): one ReplyParser per choice splits the text into
-// reasoning, content and tool calls; calls to functions a named tool_choice excludes are dropped
-// and the rest renumbered from 0; whole replies are accumulated for non-streamed responses.
+// reasoning, content and tool calls; calls to functions a named tool_choice excludes, and calls
+// after the first with parallel_tool_calls false, are dropped and the rest renumbered from 0; whole
+// replies are accumulated for non-streamed responses.
 #pragma once
 
 #include <map>
@@ -44,6 +45,7 @@ class ChatReplies {
 
   chat::ParserOptions options_;
   std::string only_function_;
+  bool first_call_only_ = false;  // parallel_tool_calls false
   std::vector<Choice> choices_;
   std::vector<std::unique_ptr<chat::ReplyParser>> parsers_;
   std::vector<std::map<int, int>> call_index_;  // per choice: parser index -> output, -1 dropped

@@ -108,6 +108,26 @@ const Json& FieldOrNull(const Json& body, const char* name) {
   return it == body.end() ? kNull : *it;
 }
 
+// The response-format constraint, or the tool calls a tool_choice requires.
+ConstraintSpec ChatConstraint(const Json& body, const ChatRequest& r, const ServingContext& ctx) {
+  ConstraintSpec spec = ParseConstraint(body);
+  using Mode = ToolChoice::Mode;
+  const Mode mode = r.tool_choice.mode;
+  if (mode != Mode::kRequired && mode != Mode::kNamed) return spec;
+  if (!spec.empty())
+    throw BadRequest("'tool_choice' \"" + std::string(mode == Mode::kNamed ? "named" : "required") +
+                         "\" constrains the reply to tool calls; it cannot be combined with '" +
+                         spec.field + "'",
+                     spec.field);
+  spec.kind = ConstraintSpec::Kind::kToolCalls;
+  spec.field = "tool_choice";
+  spec.tools = r.tools;
+  spec.tool_format = ctx.config.tool_calls;
+  spec.only_function = mode == Mode::kNamed ? r.tool_choice.function : "";
+  spec.single_call = mode == Mode::kNamed || !GetBool(body, "parallel_tool_calls").value_or(true);
+  return spec;
+}
+
 }  // namespace
 
 ChatRequest ParseChatRequest(const Json& body, const ServingContext& ctx) {
@@ -118,6 +138,7 @@ ChatRequest ParseChatRequest(const Json& body, const ServingContext& ctx) {
   SetTools(r, FieldOrNull(body, "tools"), FieldOrNull(body, "tool_choice"), ctx);
   r.parallel_tool_calls = GetBool(body, "parallel_tool_calls").value_or(true);
   r.response_format = FieldOrNull(body, "response_format");
+  r.constraint = ChatConstraint(body, r, ctx);
   r.echo = GetBool(body, "echo").value_or(false);
   r.sampling = ParseSampling(body, ctx, /*chat=*/true);
   CheckLimit(static_cast<size_t>(r.sampling.params.n), ctx.config.limits.max_sequences,
@@ -156,17 +177,12 @@ ChatRequest ParseChatRequest(const Json& body, const ServingContext& ctx) {
       r.template_kwargs[k] = v;
     }
   }
-  // Accepted values that change nothing yet (structured outputs, issue 12, will honour them).
-  std::vector<std::string> unhonoured;
-  if (!r.parallel_tool_calls) unhonoured.push_back("parallel_tool_calls");
-  if (r.response_format.is_object() && r.response_format.value("type", "") != "text")
-    unhonoured.push_back("response_format");
   LogIgnoredFields("POST /v1/chat/completions", body,
                    {kSamplingFields,
-                    {"messages", "tools", "tool_choice", "parallel_tool_calls", "response_format",
+                    kConstraintFields,
+                    {"messages", "tools", "tool_choice", "parallel_tool_calls",
                      "max_completion_tokens", "top_logprobs", "continue_final_message",
-                     "add_generation_prompt", "chat_template_kwargs", "echo"}},
-                   unhonoured);
+                     "add_generation_prompt", "chat_template_kwargs", "echo"}});
   return r;
 }
 

@@ -2,13 +2,17 @@
 // Messages and OpenAI Responses routes build from theirs, so every chat route shares prompt
 // rendering (chat_prompt.h), reply parsing (chat_replies.h) and the engine path.
 //
-// tool_choice (vLLM has guided decoding for "required" and named functions; moeserve has none
-// yet, see issue 12):
-//  - "auto" (default with tools): tools are rendered, calls in the reply are parsed.
+// tool_choice (as vLLM's structured outputs for tools):
+//  - "auto" (default with tools): tools are rendered, calls in the reply are parsed; unconstrained.
 //  - "none": tools are still rendered (vLLM's default) but the reply is not parsed for calls.
-//  - "required": as "auto"; a reply without a call is returned as plain content, finish "stop".
-//  - {"type": "function", "function": {"name": f}}: as "auto", but only calls to f are returned;
-//    calls to other functions are dropped (f must be one of `tools`, else 400).
+//  - "required": the reply is constrained to one or more tool calls in the model's syntax with
+//    arguments typed by each tool's schema (tool_call_grammar.h); exactly one call when
+//    parallel_tool_calls is false.
+//  - {"type": "function", "function": {"name": f}}: constrained to exactly one call of f (f must
+//    be one of `tools`, else 400).
+//  - parallel_tool_calls false with "auto": only the first call of a reply is returned.
+// Response-format constraints (structured_output.h) are read into `constraint`; a tool_choice
+// that constrains the reply and another constraint in one request is a 400.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -16,6 +20,7 @@
 
 #include "server/request_parsing.h"
 #include "server/serving_context.h"
+#include "server/structured_output.h"
 
 namespace moeserve::server {
 
@@ -43,6 +48,9 @@ struct ChatRequest {
   bool parallel_tool_calls = true;
   // As sent (null when absent). Structured outputs (issue 12) compile it into a constraint.
   Json response_format;
+  // The grammar the reply must follow (none, a response format, or the tool calls above);
+  // compiled when the generation starts (chat_replies.h).
+  ConstraintSpec constraint;
   ParsedSampling sampling;  // max_tokens unset = the rest of the context
   LogprobOptions logprobs;
   bool stream = false, include_usage = false;

@@ -102,14 +102,12 @@ CompletionRequest ParseCompletionRequest(const Json& body, const ServingContext&
     r.include_usage = GetBool(*so, "include_usage").value_or(false);
   }
   if (auto rf = body.find("response_format"); rf != body.end()) r.response_format = *rf;
+  r.constraint = ParseConstraint(body);
   ValidateSampling(params, ctx);
   r.prompts = ParsePrompts(body, ctx, params.n, r.sampling.truncate_prompt_tokens);
-  std::vector<std::string> unhonoured;
-  if (r.response_format.is_object() && r.response_format.value("type", "") != "text")
-    unhonoured.push_back("response_format");
+  ApplyConstraint(r.constraint, /*reasoning_opened=*/false, ctx.structured_outputs, params);
   LogIgnoredFields("POST /v1/completions", body,
-                   {kSamplingFields, {"prompt", "suffix", "best_of", "echo", "response_format"}},
-                   unhonoured);
+                   {kSamplingFields, kConstraintFields, {"prompt", "suffix", "best_of", "echo"}});
   return r;
 }
 

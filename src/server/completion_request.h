@@ -9,6 +9,7 @@
 
 #include "server/request_parsing.h"
 #include "server/serving_context.h"
+#include "server/structured_output.h"
 
 namespace moeserve::server {
 
@@ -28,8 +29,10 @@ struct CompletionRequest {
   int logprobs = -1;  // -1: none; else the number of top logprobs per token
   bool as_token_ids = false;
   bool stream = false, include_usage = false;
-  // As sent (null when absent). Structured outputs (issue 12) compile it into a constraint.
+  // As sent (null when absent).
   Json response_format;
+  // The constraint the text must follow (structured_output.h), compiled into sampling.params.
+  ConstraintSpec constraint;
 };
 
 // Reads and checks a completions body (prompts are tokenized here); 400 naming the field.

@@ -1,5 +1,6 @@
 #include "server/generation.h"
 
+#include "grammar/compiled_grammar.h"
 #include "server/api_error.h"
 #include "server/stop_matcher.h"
 
@@ -11,13 +12,15 @@ class ChoiceSink final : public engine::RequestSink {
  public:
   ChoiceSink(const tokenizer::Tokenizer& tok, const TextOptions& opts,
              std::shared_ptr<const StopPatterns> stops, size_t choice,
-             std::shared_ptr<UpdateChannel> channel)
+             std::shared_ptr<UpdateChannel> channel,
+             std::shared_ptr<const grammar::CompiledGrammar> grammar)
       : tok_(tok),
         opts_(opts),
         detok_(tok, /*skip_special_tokens=*/false),
         stops_(std::move(stops)),
         choice_(choice),
-        channel_(std::move(channel)) {}
+        channel_(std::move(channel)),
+        grammar_(std::move(grammar)) {}
 
   std::optional<std::string> OnOutput(const engine::EngineOutput& out) override {
     ChoiceUpdate u;
@@ -30,8 +33,12 @@ class ChoiceSink final : public engine::RequestSink {
     u.cached_tokens = out.num_cached_tokens;
     // The token that ended the request with "stop" is an EOS or stop token id: not text, unless
     // include_stop_str_in_output (vLLM's detokenizer; an EOS is then still a special token).
+    // Under a grammar, "stop" may also be the grammar's end, on an ordinary token: that is text.
+    const int32_t last = out.new_tokens.empty() ? -1 : out.new_tokens.back();
+    const bool stopped_by_token =
+        !grammar_ || grammar_->vocabulary().is_stop(last) || out.stop_token_id == last;
     const bool terminal_token = out.finished && out.reason == engine::FinishReason::kStop &&
-                                !opts_.include_stop_str_in_output;
+                                stopped_by_token && !opts_.include_stop_str_in_output;
     std::string fresh;
     for (size_t i = 0; i < out.new_tokens.size(); ++i) {
       const int32_t t = out.new_tokens[i];
@@ -83,6 +90,7 @@ class ChoiceSink final : public engine::RequestSink {
   StopMatcher matcher_{stops_};
   const size_t choice_;
   std::shared_ptr<UpdateChannel> channel_;
+  std::shared_ptr<const grammar::CompiledGrammar> grammar_;  // the request's, or null
   std::string pending_;  // decoded text not yet released (a possible stop-string prefix)
 };
 
@@ -138,7 +146,8 @@ void Generation::Start(const std::vector<std::vector<int32_t>>& prompts,
       if (sp.seed) sp.seed = *sp.seed + static_cast<uint64_t>(i);
       const size_t choice = engine_ids_.size();
       const uint64_t id = ctx_.next_request_id.fetch_add(1);
-      auto sink = std::make_shared<ChoiceSink>(ctx_.tokenizer, text, stops, choice, channel_);
+      auto sink =
+          std::make_shared<ChoiceSink>(ctx_.tokenizer, text, stops, choice, channel_, sp.grammar);
       std::string err = ctx_.engine.AddRequest(id, prompts[p], sp, std::move(sink));
       if (!err.empty()) {
         AbortAll();

@@ -16,6 +16,7 @@
 #include "server/metrics.h"
 #include "server/request_limits.h"
 #include "server/response_store.h"
+#include "server/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace moeserve::server {
@@ -57,10 +58,12 @@ struct ServerConfig {
 
 struct ServingContext {
   ServingContext(engine::EngineInterface& e, const tokenizer::Tokenizer& t)
-      : engine(e), tokenizer(t) {}
+      : engine(e), tokenizer(t), structured_outputs(t) {}
 
   engine::EngineInterface& engine;
   const tokenizer::Tokenizer& tokenizer;
+  // Compiled grammars of recent constraints and the vocabulary they are bound to (thread-safe).
+  mutable StructuredOutputs structured_outputs;
   const chat::ChatTemplate* chat_template = nullptr;  // null: the chat route answers 400
   std::string bos_token, eos_token;                   // template variables
   // The most text bytes one token stands for (0: unknown). A text longer than max_model_len times

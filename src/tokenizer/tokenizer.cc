@@ -258,6 +258,13 @@ bool Tokenizer::SkipOnDecode(int32_t id, bool skip_special_tokens) const {
   return skip_special_tokens && special_[size_t(id)];
 }
 
+std::string Tokenizer::TokenBytes(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= id_limit_) return "";
+  if (!byte_level_bytes_.empty()) return byte_level_bytes_[size_t(id)];
+  const int32_t one[] = {id};
+  return Decode(one, /*skip_special_tokens=*/false);
+}
+
 std::string Tokenizer::Decode(std::span<const int32_t> ids, bool skip_special_tokens) const {
   if (!byte_level_bytes_.empty()) {
     std::string bytes;

@@ -52,6 +52,10 @@ class Tokenizer {
   // Unknown ids are skipped, as in the reference.
   std::string Decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const;
 
+  // The bytes token `id` stands for in a decoded text (byte-level: its raw bytes, possibly part of
+  // a UTF-8 character; otherwise its decoded text). Empty for an unknown id.
+  std::string TokenBytes(int32_t id) const;
+
   std::optional<int32_t> TokenToId(std::string_view token) const;
   // Empty string for an unknown id.
   std::string IdToToken(int32_t id) const;
