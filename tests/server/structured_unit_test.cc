@@ -207,7 +207,9 @@ TEST(StructuredOutputs, RandomWalksOnTheModelVocabularyStayInTheLanguage) {
     for (uint32_t seed = 0; seed < 40; ++seed) {
       bool ended = false;
       const std::string s = RandomWalk(compiled, seed, ended);
-      if (ended) EXPECT_TRUE(pcre.FullMatch(s)) << re << ": " << s;
+      if (ended) {
+        EXPECT_TRUE(pcre.FullMatch(s)) << re << ": " << s;
+      }
     }
   }
   auto json = outputs.Compile(Parse(R"({"guided_json": {"type": "object", "properties": {
@@ -322,7 +324,8 @@ TEST(ToolCallGrammar, Qwen3JsonCalls) {
   EXPECT_FALSE(Accepts(ast,
                        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": "
                        "{\"days\": 2}}\n</tool_call>"));
-  chat::ParserOptions o{.tools = chat::ToolCallFormat::kQwen3Json};
+  chat::ParserOptions o;
+  o.tools = chat::ToolCallFormat::kQwen3Json;
   const chat::ParsedReply reply = chat::ParseReply(o, call + "\n" + noop);
   ASSERT_EQ(reply.tool_calls.size(), 2u);
   EXPECT_EQ(Json::parse(reply.tool_calls[0].arguments)["city"], "Oslo");
