@@ -6,36 +6,10 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { BIN, MODEL, OpenAI, post, run, test, sleep, writeTemp } from './harness.mjs';
+import { BIN, MODEL, post, run, test, startMoeserve, writeTemp } from './harness.mjs';
 
 // Starts `moeserve <argv>` (no arguments added but --port 0) and waits until it serves.
-async function serve(argv, env = {}) {
-  const proc = spawn(BIN, [...argv, '--port', '0'], {
-    env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('server did not start:\n' + log)), 60000);
-    const onData = (d) => {
-      log += d.toString();
-      const m = log.match(/serving .* on http:\/\/[^:]+:(\d+)/);
-      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
-    };
-    proc.stderr.on('data', onData);
-    proc.stdout.on('data', onData);
-    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`server exited ${code}:\n${log}`)); });
-  });
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 200; ++i) {
-    try { if ((await fetch(base + '/health')).status === 200) break; } catch { /* not yet */ }
-    await sleep(50);
-  }
-  const exited = new Promise((resolve) => proc.on('exit', resolve));
-  return {
-    base, log: () => log,
-    client: (apiKey = 'none') => new OpenAI({ baseURL: base + '/v1', apiKey, maxRetries: 0 }),
-    async stop() { proc.kill('SIGTERM'); await exited; },
-  };
-}
+const serve = (argv, env = {}) => startMoeserve(argv, { env });
 
 // Runs `moeserve <argv>` expecting it to refuse to start; returns {code, log}.
 function refuse(argv, env = {}) {

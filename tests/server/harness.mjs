@@ -14,8 +14,14 @@ export const MODEL = process.env.MOESERVE_MODEL;
 const require = createRequire(path.join(process.env.MOESERVE_NODE_MODULES || '.', 'x.js'));
 export const OpenAI = require('openai').default ?? require('openai');
 
+// `moeserve serve --model MODEL --port 0 <args>`, once it answers /health.
 export async function startServer(args, { env = {} } = {}) {
-  const proc = spawn(BIN, ['serve', '--model', MODEL, '--port', '0', ...args], {
+  return startMoeserve(['serve', '--model', MODEL, ...args], { env });
+}
+
+// `moeserve <argv> --port 0` (a command line given whole), once it answers /health.
+export async function startMoeserve(argv, { env = {} } = {}) {
+  const proc = spawn(BIN, [...argv, '--port', '0'], {
     env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   const port = await new Promise((resolve, reject) => {
