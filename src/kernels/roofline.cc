@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "kernels/internal.h"
 #include "runtime/cpu_features.h"
+#include "runtime/huge_page_arena.h"
 
 namespace moeserve::kernels {
 namespace {
@@ -41,9 +42,10 @@ Roofline MeasureRoofline(ThreadPool& pool) {
   // was last touched 1 GiB of reads ago, so it comes from DRAM), each thread summing
   // its own contiguous part (pages first touched by the thread that reads them). Many short passes,
   // best one kept: on a shared machine a long pass is rarely run with every thread on a core.
+  // On huge pages where THP allows, as the repacked weights are: the machine's best.
   const size_t n = (size_t{1} << 30) / sizeof(float), pass = n / 32;
-  float* buf = static_cast<float*>(std::aligned_alloc(4096, n * sizeof(float)));
-  MOESERVE_CHECK(buf != nullptr, "roofline: cannot allocate 1 GiB");
+  HugePageArena arena;
+  float* buf = reinterpret_cast<float*>(arena.Allocate(n * sizeof(float)));
   auto part = [&](size_t begin, size_t len, size_t t, size_t nt) {
     const size_t chunk = len / nt / 64 * 64;
     const size_t b = begin + chunk * t, e = t + 1 == nt ? begin + len : b + chunk;
@@ -74,7 +76,6 @@ Roofline MeasureRoofline(ThreadPool& pool) {
         }
       },
       [&] { ++pass_index; });
-  std::free(buf);
   roof.read_gbps = pass * sizeof(float) / read_s / 1e9;
 
   // Compute peaks: ~1 ms per run (short, for the same reason), independent chains in registers,

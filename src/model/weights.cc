@@ -153,9 +153,7 @@ void ReleaseSourcePages(const void* begin, const void* end) {
 
 uint8_t* WeightReader::AllocateRepacked(size_t bytes, const kernels::WeightMatrix& source,
                                         kernels::WeightFormat into) {
-  auto* mem = static_cast<uint8_t*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64));
-  MOESERVE_CHECK(mem != nullptr, "out of memory repacking ", bytes, " bytes of weights");
-  repacked_.emplace_back(mem, std::free);
+  uint8_t* mem = repacked_.Allocate(bytes);
   repacked_bytes_ += bytes;
   repacked_source_bytes_ += BytesOf(source);
   (into == kernels::WeightFormat::kMxfp4I8     ? repacked_mxfp4_i8_

@@ -13,6 +13,7 @@
 #include "kernels/weights.h"
 #include "loader/checkpoint.h"
 #include "loader/quant_config.h"
+#include "runtime/huge_page_arena.h"
 
 namespace moeserve::model {
 
@@ -47,8 +48,9 @@ struct LoadOptions {
   bool panels = false;
 };
 
-// Owns weights repacked at load; views point into it, so it must outlive the model.
-using RepackedStore = std::vector<std::unique_ptr<uint8_t[], void (*)(void*)>>;
+// Owns weights repacked at load (on huge pages where THP allows); views point into it, so it must
+// outlive the model.
+using RepackedStore = HugePageArena;
 
 // Bytes a kernel reads to apply `w` once (codes plus scales).
 size_t BytesOf(const kernels::WeightMatrix& w);
