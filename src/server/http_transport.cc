@@ -28,6 +28,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "server/memory_release.h"
 
 namespace moeserve::server {
 
@@ -143,6 +144,7 @@ struct HttpTransport::Impl {
   asio::executor_work_guard<asio::io_context::executor_type> guard{ioc.get_executor()};
   tcp::acceptor acceptor{ioc};
   asio::thread_pool pool;
+  HandlerMemory handler_memory;  // the pool threads' stacks and malloc, given back when idle
   std::list<std::shared_ptr<Conn>> conns;  // io thread only
   std::atomic<int> active{0};
   std::atomic<bool> draining{false};
@@ -350,6 +352,7 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
       co_await asio::co_spawn(
           pool,
           [&]() -> awaitable<void> {
+            handler_memory.Enter();
             try {
               work(req, res);
             } catch (const std::exception& e) {
@@ -357,6 +360,7 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
               res.status = 500;
               error(500, e.what(), res);
             }
+            handler_memory.Exit();
             co_return;
           },
           use_awaitable);

@@ -1,7 +1,11 @@
 #include "server/memory_release.h"
 
 #include <malloc.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 
 namespace moeserve::server {
@@ -17,6 +21,49 @@ void ConfigureMallocForServing() {
 ReleaseAfterLargeRequest::~ReleaseAfterLargeRequest() {
 #ifdef __GLIBC__
   if (large_) malloc_trim(0);
+#endif
+}
+
+void ReleaseUnusedStack() {
+  // The lowest address of this thread's usable stack, looked up once per thread (0: unknown).
+  thread_local const uintptr_t stack_low = [] {
+    uintptr_t low = 0;
+#ifdef __GLIBC__
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void* addr = nullptr;
+      size_t size = 0, guard = 0;
+      if (pthread_attr_getstack(&attr, &addr, &size) == 0 && addr != nullptr) {
+        pthread_attr_getguardsize(&attr, &guard);
+        low = reinterpret_cast<uintptr_t>(addr) + guard;
+      }
+      pthread_attr_destroy(&attr);
+    }
+#endif
+    return low;
+  }();
+  if (stack_low == 0) return;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto frame = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  if (frame < stack_low + kStackKeepBytes + page) return;
+  const uintptr_t begin = (stack_low + page - 1) / page * page;
+  const uintptr_t end = (frame - kStackKeepBytes) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+void HandlerMemory::Exit() {
+  ReleaseUnusedStack();
+  if (running_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+#ifdef __GLIBC__
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  int64_t last = last_trim_ns_.load(std::memory_order_relaxed);
+  const int64_t interval = std::chrono::nanoseconds(kTrimInterval).count();
+  if (now - last < interval) return;
+  if (!last_trim_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;
+  malloc_trim(0);
+  trims_.fetch_add(1, std::memory_order_relaxed);
 #endif
 }
 
