@@ -13,7 +13,9 @@ namespace {
 
 constexpr size_t kAlign = 64;
 
-size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+size_t RoundUp(size_t n, size_t to) {
+  return (n + to - 1) / to * to;
+}
 
 // `size` bytes (a multiple of the huge-page size) at a huge-page-aligned address: map one huge
 // page more than asked and trim both ends, since mmap only promises 4 KiB alignment.
@@ -21,8 +23,8 @@ uint8_t* MapAligned(size_t size) {
   const size_t padded = size + HugePageArena::kHugePage;
   void* p = mmap(nullptr, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
-    throw Error(detail::Concat("cannot map ", size, " bytes for repacked weights: ",
-                               std::strerror(errno)));
+    throw Error(
+        detail::Concat("cannot map ", size, " bytes for repacked weights: ", std::strerror(errno)));
   const auto raw = reinterpret_cast<uintptr_t>(p);
   const uintptr_t aligned = RoundUp(raw, HugePageArena::kHugePage);
   if (aligned > raw) munmap(p, aligned - raw);
@@ -35,7 +37,9 @@ uint8_t* MapAligned(size_t size) {
 
 }  // namespace
 
-HugePageArena::~HugePageArena() { Release(); }
+HugePageArena::~HugePageArena() {
+  Release();
+}
 
 HugePageArena::HugePageArena(HugePageArena&& other) noexcept
     : slabs_(std::move(other.slabs_)), allocated_(other.allocated_) {

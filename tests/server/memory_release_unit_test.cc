@@ -1,5 +1,3 @@
-#include "server/memory_release.h"
-
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -8,6 +6,8 @@
 #include <cstring>
 #include <thread>
 #include <vector>
+
+#include "server/memory_release.h"
 
 namespace moeserve::server {
 namespace {
