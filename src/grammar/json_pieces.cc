@@ -39,20 +39,21 @@ int NumDigits(uint64_t v) {
   return static_cast<int>(std::to_string(v).size());
 }
 
-// Non-negative integers in [lo, hi] (hi missing: unbounded) without leading zeros.
+// Non-negative integers in [lo, hi] without leading zeros; hi missing: any from lo on that has
+// at most kMaxIntegerDigits digits.
 Expr NonNegative(uint64_t lo, std::optional<uint64_t> hi) {
   std::vector<Expr> alts;
   const int lo_digits = NumDigits(lo);
-  const int hi_digits = hi ? NumDigits(*hi) : std::min(lo_digits, 19);
+  const int hi_digits = hi ? NumDigits(*hi) : std::min(lo_digits, kMaxIntegerDigits);
   for (int len = lo_digits; len <= hi_digits; ++len) {
     const uint64_t first = len == 1 ? 0 : Pow10(len - 1);
     const uint64_t last = len >= 20 ? UINT64_MAX : Pow10(len) - 1;
     const uint64_t a = std::max(lo, first), b = hi ? std::min(*hi, last) : last;
     if (a <= b) alts.push_back(FixedRange(std::to_string(a), std::to_string(b)));
   }
-  if (!hi)  // every number with more digits
-    alts.push_back(
-        Expr::Seq({Digits('1', '9'), Expr::Repeat(Digits('0', '9'), hi_digits, kUnbounded)}));
+  if (!hi && hi_digits < kMaxIntegerDigits)  // every number with more digits, up to the bound
+    alts.push_back(Expr::Seq(
+        {Digits('1', '9'), Expr::Repeat(Digits('0', '9'), hi_digits, kMaxIntegerDigits - 1)}));
   return Expr::Alt(std::move(alts));
 }
 
@@ -119,8 +120,15 @@ Expr IntegerRange(std::optional<int64_t> lo, std::optional<int64_t> hi) {
 
 namespace {
 
-Expr AnyDigits(int min) {
-  return Expr::Repeat(Expr::Class({{'0', '9'}}), min, kUnbounded);
+// Fraction digits (after the '.') with at least one that is not 0, kMaxFractionDigits at most:
+// by the number z of leading zeros, 0{z} [1-9] [0-9]{0, max - z - 1}, nested as
+// [1-9][0-9]{0,n-1} | 0 (...) so that each string matches one way only.
+Expr NonZeroFraction() {
+  Expr e = Digits('1', '9');  // n = 1
+  for (int n = 2; n <= kMaxFractionDigits; ++n)
+    e = Expr::Alt({Expr::Seq({Digits('1', '9'), Expr::Repeat(Digits('0', '9'), 0, n - 1)}),
+                   Expr::Seq({Expr::Literal("0"), std::move(e)})});
+  return e;
 }
 
 // Magnitudes m = i.f with a <= m <= b (strict where excluded); `b` missing: unbounded. Either
@@ -133,15 +141,14 @@ Expr Magnitudes(uint64_t a, bool a_excl, std::optional<uint64_t> b, bool b_excl)
       b ? std::optional<uint64_t>(b_excl ? (*b == 0 ? 0 : *b - 1) : *b) : std::nullopt;
   const bool int_hi_valid = !b || !(b_excl && *b == 0);
   if (int_hi_valid && (!int_hi || int_lo <= *int_hi))
-    alts.push_back(Expr::Seq(
-        {NonNegative(int_lo, int_hi),
-         Expr::Repeat(
-             Expr::Seq({Expr::Literal("."), Expr::Repeat(Expr::Literal("0"), 1, kUnbounded)}), 0,
-             1)}));
-  if (!b || (*b > 0 && a <= *b - 1))
     alts.push_back(
-        Expr::Seq({NonNegative(a, b ? std::optional<uint64_t>(*b - 1) : std::nullopt),
-                   Expr::Literal("."), AnyDigits(0), Expr::Class({{'1', '9'}}), AnyDigits(0)}));
+        Expr::Seq({NonNegative(int_lo, int_hi),
+                   Expr::Repeat(Expr::Seq({Expr::Literal("."), Expr::Repeat(Expr::Literal("0"), 1,
+                                                                            kMaxFractionDigits)}),
+                                0, 1)}));
+  if (!b || (*b > 0 && a <= *b - 1))
+    alts.push_back(Expr::Seq({NonNegative(a, b ? std::optional<uint64_t>(*b - 1) : std::nullopt),
+                              Expr::Literal("."), NonZeroFraction()}));
   if (alts.empty()) throw GrammarError("no number lies in the range");
   return Expr::Alt(std::move(alts));
 }
@@ -169,6 +176,16 @@ Expr NumberRange(std::optional<NumberBound> lo, std::optional<NumberBound> hi) {
                    hi ? std::optional<uint64_t>(hi->value) : std::nullopt, hi && hi->exclusive));
   }
   return Expr::Alt(std::move(alts));
+}
+
+Expr AnyNumber() {
+  const Expr fraction =
+      Expr::Seq({Expr::Literal("."), Expr::Repeat(Digits('0', '9'), 1, kMaxFractionDigits)});
+  const Expr exponent = Expr::Seq({Expr::Class({{'e', 'e'}, {'E', 'E'}}),
+                                   Expr::Repeat(Expr::Class({{'+', '+'}, {'-', '-'}}), 0, 1),
+                                   Expr::Repeat(Digits('0', '9'), 1, kMaxExponentDigits)});
+  return Expr::Seq({Expr::Repeat(Expr::Literal("-"), 0, 1), NonNegative(0, std::nullopt),
+                    Expr::Repeat(fraction, 0, 1), Expr::Repeat(exponent, 0, 1)});
 }
 
 Expr EscapeForJsonString(const Expr& e) {
@@ -262,9 +279,18 @@ std::string_view FormatRegex(std::string_view format) {
   if (format == "date-time") return kDateTime;
   if (format == "uuid")
     return "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
-  if (format == "email")
-    return "[A-Za-z0-9_%+-]+(?:\\.[A-Za-z0-9_%+-]+)*@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,20}[A-Za-z0-9]"
-           ")?\\.){1,4}[A-Za-z]{2,6}";
+  if (format == "email") {
+    // Local part: RFC 5321's dot-atom (atext runs joined by single dots), 64 bytes at most.
+    // Counting bytes across optional dots is not regular in a small way, so two shapes are
+    // written: a run of 1-64 atext characters, or up to 32 atext characters with a dot allowed
+    // between any two (63 bytes at most). Dotted local parts of more than 32 atext characters
+    // are left out (a subset, as with the domain).
+    static const std::string kAtext = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]";
+    static const std::string kEmail =
+        "(?:" + kAtext + "{1,64}|" + kAtext + "(?:\\.?" + kAtext +
+        "){0,31})@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,20}[A-Za-z0-9])?\\.){1,4}[A-Za-z]{2,6}";
+    return kEmail;
+  }
   if (format == "ipv4")
     return "(?:(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])\\.){3}(?:25[0-5]|2[0-4][0-9]|1[0-9]{"
            "2}|[1-9]?[0-9])";

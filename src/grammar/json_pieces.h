@@ -9,8 +9,18 @@
 
 namespace moeserve::grammar::json {
 
-// The JSON integers in [lo, hi] (a missing side is unbounded), written without leading zeros,
-// as an expression over digits and '-'. Throws GrammarError when the range is empty.
+// Every number the grammar writes has bounded digit runs, so a model cannot go on emitting
+// digits forever (llama.cpp's and xgrammar's JSON grammars bound them too): an integer part of
+// at most 19 digits (every int64), a fraction of at most 16 (a double's precision, and more),
+// an exponent of at most 3 (a double's reaches 308). Larger or finer values are out of reach of
+// the model, which is the point: no JSON parser keeps them exactly either.
+inline constexpr int kMaxIntegerDigits = 19;
+inline constexpr int kMaxFractionDigits = 16;
+inline constexpr int kMaxExponentDigits = 3;
+
+// The JSON integers in [lo, hi] (a missing side is unbounded, up to kMaxIntegerDigits digits),
+// written without leading zeros, as an expression over digits and '-'. Throws GrammarError when
+// the range is empty.
 Expr IntegerRange(std::optional<int64_t> lo, std::optional<int64_t> hi);
 
 // An integer bound of a number range, and whether the bound itself is excluded.
@@ -20,9 +30,13 @@ struct NumberBound {
 };
 
 // The JSON numbers x with lo <= x <= hi (< / > when exclusive; a missing side is unbounded),
-// written as -?(0|[1-9][0-9]*)(.[0-9]+)? (no exponent: a bounded number has no need of one).
-// Throws GrammarError when no number lies in the range.
+// written as -?(0|[1-9][0-9]{0,18})(.[0-9]{1,16})? (no exponent: a bounded number has no need of
+// one). Throws GrammarError when no number lies in the range.
 Expr NumberRange(std::optional<NumberBound> lo, std::optional<NumberBound> hi);
+
+// Any JSON number within the digit bounds above: -?(0|[1-9][0-9]{0,18})(.[0-9]{1,16})?
+// ([eE][+-]?[0-9]{1,3})?
+Expr AnyNumber();
 
 // `e` is over decoded code points (a regex); the result matches the JSON string contents (no
 // quotes) that decode to a string `e` matches: '"', '\' and control characters appear only as

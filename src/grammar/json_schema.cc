@@ -55,13 +55,7 @@ int SchemaCompiler::Primitive(const std::string& name) {
   } else if (name == "string") {
     body = Expr::Seq({Lit("\""), Star(json::JsonStringChar()), Lit("\"")});
   } else if (name == "number") {
-    const Expr digits = Expr::Repeat(Expr::Class({{'0', '9'}}), 1, kUnbounded);
-    body = Expr::Seq({Opt(Lit("-")),
-                      Expr::Alt({Lit("0"), Expr::Seq({Expr::Class({{'1', '9'}}),
-                                                      Star(Expr::Class({{'0', '9'}}))})}),
-                      Opt(Expr::Seq({Lit("."), digits})),
-                      Opt(Expr::Seq({Expr::Class({{'e', 'e'}, {'E', 'E'}}),
-                                     Opt(Expr::Class({{'+', '+'}, {'-', '-'}})), digits}))});
+    body = json::AnyNumber();
   } else if (name == "integer") {
     body = json::IntegerRange(std::nullopt, std::nullopt);
   } else if (name == "boolean") {

@@ -24,6 +24,8 @@
 //  - Whitespace: between tokens, nothing, one space, or one newline followed by up to 40 spaces
 //    or tabs (enough for pretty-printed JSON; a bound, so a model cannot pad forever).
 //    `compact` allows none, as vLLM's disable_any_whitespace / xgrammar's separators do.
+//  - Digit runs are bounded (json_pieces.h): integer parts up to 19 digits, fractions up to 16,
+//    exponents up to 3; an email's local part is at most 64 bytes. A model cannot run on.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -39,17 +39,23 @@ GrammarCache::GrammarCache(std::shared_ptr<const Vocabulary> vocabulary, size_t 
       capacity_(std::max<size_t>(capacity, 1)) {}
 
 std::shared_ptr<const CompiledGrammar> GrammarCache::Get(const GrammarRequest& request) {
-  const std::string key = request.CacheKey();
+  return Get(request.CacheKey(), [&] { return BuildGrammar(request); });
+}
+
+std::shared_ptr<const CompiledGrammar> GrammarCache::Get(const std::string& key,
+                                                         const std::function<GrammarAst()>& build) {
   {
     std::lock_guard lock(mu_);
     if (auto it = index_.find(key); it != index_.end()) {
       lru_.splice(lru_.begin(), lru_, it->second);
+      ++hits_;
       return it->second->second;
     }
+    ++misses_;
   }
   // Compile outside the lock: another thread may compile the same grammar meanwhile; the first
   // to insert wins and both results are equivalent.
-  auto compiled = CompileForVocabulary(BuildGrammar(request), vocabulary_, token_classes_);
+  auto compiled = CompileForVocabulary(build(), vocabulary_, token_classes_);
   std::lock_guard lock(mu_);
   if (auto it = index_.find(key); it != index_.end()) return it->second->second;
   lru_.emplace_front(key, compiled);
@@ -59,6 +65,11 @@ std::shared_ptr<const CompiledGrammar> GrammarCache::Get(const GrammarRequest& r
     lru_.pop_back();
   }
   return compiled;
+}
+
+GrammarCache::Stats GrammarCache::stats() const {
+  std::lock_guard lock(mu_);
+  return {.hits = hits_, .misses = misses_, .size = lru_.size()};
 }
 
 size_t GrammarCache::size() const {

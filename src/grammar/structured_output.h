@@ -1,6 +1,7 @@
-// What the server hands the grammar layer for one request's structured output, and a cache of
-// compiled grammars so a schema is compiled (and its token classes computed) once, not per
-// request. The server maps every accepted spelling onto a GrammarRequest:
+// What a caller hands the grammar layer for one request's structured output, and the cache of
+// compiled grammars (the only one: the server's structured outputs use it too) so a schema is
+// compiled (and its token classes computed) once, not per request. Spellings map onto a
+// GrammarRequest:
 //   response_format {"type":"json_schema", json_schema:{schema}}  -> kJsonSchema
 //   response_format {"type":"json_object"}                         -> kJsonObject
 //   structured_outputs.json / guided_json / llama.cpp json_schema  -> kJsonSchema
@@ -14,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -51,8 +53,23 @@ class GrammarCache {
   // The compiled grammar for `request`, compiled on the first request. Throws GrammarError.
   std::shared_ptr<const CompiledGrammar> Get(const GrammarRequest& request);
 
+  // The grammar cached under `key`, or on a miss build()'s grammar compiled for this cache's
+  // vocabulary and cached under it. `key` must be canonical: equal exactly for requests that
+  // build the same grammar (GrammarRequest::CacheKey; the server's ConstraintSpec::CacheKey for
+  // its own kinds, such as tool calls). build() runs without the cache's lock, so two threads
+  // missing the same key may both compile; the first to finish is kept. Whatever build() or the
+  // compilation throws (GrammarError) reaches the caller and nothing is cached.
+  std::shared_ptr<const CompiledGrammar> Get(const std::string& key,
+                                             const std::function<GrammarAst()>& build);
+
   const std::shared_ptr<const Vocabulary>& vocabulary() const { return vocabulary_; }
+  size_t capacity() const { return capacity_; }
   size_t size() const;
+
+  struct Stats {
+    size_t hits = 0, misses = 0, size = 0;
+  };
+  Stats stats() const;
 
  private:
   using Entry = std::pair<std::string, std::shared_ptr<const CompiledGrammar>>;
@@ -63,6 +80,7 @@ class GrammarCache {
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // most recent first; guarded by mu_
   std::unordered_map<std::string, std::list<Entry>::iterator> index_;  // guarded by mu_
+  size_t hits_ = 0, misses_ = 0;                                       // guarded by mu_
 };
 
 }  // namespace moeserve::grammar

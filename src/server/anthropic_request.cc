@@ -169,6 +169,7 @@ ChatRequest ParseAnthropicRequest(const Json& body, const ServingContext& ctx, b
   const Json tool_choice =
       OpenAIToolChoice(body.value("tool_choice", Json(nullptr)), r.parallel_tool_calls);
   SetTools(r, tools, tool_choice, ctx);
+  ConstrainToolCalls(r, ctx);
   std::vector<std::string> unhonoured;
   if (auto thinking = body.find("thinking"); thinking != body.end() && thinking->is_object()) {
     if (thinking->value("type", "") == "disabled") r.template_kwargs["enable_thinking"] = false;
@@ -191,7 +192,6 @@ ChatRequest ParseAnthropicRequest(const Json& body, const ServingContext& ctx, b
   }
   r.sampling = ParseSampling(sampling, ctx, /*chat=*/true);
   r.stream = GetBool(body, "stream").value_or(false);
-  if (!r.parallel_tool_calls) unhonoured.push_back("tool_choice.disable_parallel_tool_use");
   LogIgnoredFields("POST /v1/messages", body,
                    {{"model", "messages", "system", "max_tokens", "stop_sequences", "temperature",
                      "top_p", "top_k", "metadata", "stream", "tools", "tool_choice", "thinking"}},

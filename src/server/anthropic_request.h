@@ -8,8 +8,10 @@
 //                                            round trip; the signature is not checked)
 //   assistant text / tool_use blocks      -> content / tool_calls
 //   tools [{name, description, input_schema}] -> OpenAI function tools
-//   tool_choice auto / any / tool / none  -> auto / required / named / none
-//   disable_parallel_tool_use             -> parallel_tool_calls: false
+//   tool_choice auto / any / tool / none  -> auto / required / named / none; any and tool
+//                                            constrain the reply to tool calls with valid
+//                                            arguments, as chat completions does (chat_request.h)
+//   disable_parallel_tool_use             -> parallel_tool_calls: false (then exactly one call)
 //   max_tokens (required), stop_sequences, temperature, top_p, top_k -> sampling
 //   thinking {type: "disabled"}           -> chat_template_kwargs enable_thinking: false
 //   metadata                              -> accepted, not used

@@ -108,12 +108,13 @@ const Json& FieldOrNull(const Json& body, const char* name) {
   return it == body.end() ? kNull : *it;
 }
 
-// The response-format constraint, or the tool calls a tool_choice requires.
-ConstraintSpec ChatConstraint(const Json& body, const ChatRequest& r, const ServingContext& ctx) {
-  ConstraintSpec spec = ParseConstraint(body);
+}  // namespace
+
+void ConstrainToolCalls(ChatRequest& r, const ServingContext& ctx) {
   using Mode = ToolChoice::Mode;
   const Mode mode = r.tool_choice.mode;
-  if (mode != Mode::kRequired && mode != Mode::kNamed) return spec;
+  if (mode != Mode::kRequired && mode != Mode::kNamed) return;
+  ConstraintSpec& spec = r.constraint;
   if (!spec.empty())
     throw BadRequest("'tool_choice' \"" + std::string(mode == Mode::kNamed ? "named" : "required") +
                          "\" constrains the reply to tool calls; it cannot be combined with '" +
@@ -124,11 +125,8 @@ ConstraintSpec ChatConstraint(const Json& body, const ChatRequest& r, const Serv
   spec.tools = r.tools;
   spec.tool_format = ctx.config.tool_calls;
   spec.only_function = mode == Mode::kNamed ? r.tool_choice.function : "";
-  spec.single_call = mode == Mode::kNamed || !GetBool(body, "parallel_tool_calls").value_or(true);
-  return spec;
+  spec.single_call = mode == Mode::kNamed || !r.parallel_tool_calls;
 }
-
-}  // namespace
 
 ChatRequest ParseChatRequest(const Json& body, const ServingContext& ctx) {
   ChatRequest r;
@@ -138,7 +136,8 @@ ChatRequest ParseChatRequest(const Json& body, const ServingContext& ctx) {
   SetTools(r, FieldOrNull(body, "tools"), FieldOrNull(body, "tool_choice"), ctx);
   r.parallel_tool_calls = GetBool(body, "parallel_tool_calls").value_or(true);
   r.response_format = FieldOrNull(body, "response_format");
-  r.constraint = ChatConstraint(body, r, ctx);
+  r.constraint = ParseConstraint(body);
+  ConstrainToolCalls(r, ctx);
   r.echo = GetBool(body, "echo").value_or(false);
   r.sampling = ParseSampling(body, ctx, /*chat=*/true);
   CheckLimit(static_cast<size_t>(r.sampling.params.n), ctx.config.limits.max_sequences,

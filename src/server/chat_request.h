@@ -73,5 +73,10 @@ Json NormalizeMessages(const Json& messages, const RequestLimits& limits);
 // parse_tool_calls; `tool_choice` is the request's (null when absent).
 void SetTools(ChatRequest& r, const Json& tools, const Json& tool_choice,
               const ServingContext& ctx);
+// Sets `constraint` to the tool calls a tool_choice "required" or named function demands (see
+// above; exactly one call when named or when parallel_tool_calls is false); nothing for the other
+// modes. A constraint already set (a response format) is a 400 naming its field. Every chat route
+// calls it once tools, tool_choice and parallel_tool_calls are read.
+void ConstrainToolCalls(ChatRequest& r, const ServingContext& ctx);
 
 }  // namespace moeserve::server

@@ -168,6 +168,7 @@ ResponsesRequest ParseResponsesRequest(const Json& body, ServingContext& ctx) {
   r.tool_choice = FieldOrNull(body, "tool_choice");
   SetTools(chat, ChatTools(r.tools), ChatToolChoice(r.tool_choice), ctx);
   chat.parallel_tool_calls = GetBool(body, "parallel_tool_calls").value_or(true);
+  ConstrainToolCalls(chat, ctx);
   r.text = FieldOrNull(body, "text");
   chat.response_format = ResponseFormat(r.text);
 
@@ -190,7 +191,6 @@ ResponsesRequest ParseResponsesRequest(const Json& body, ServingContext& ctx) {
   chat.stream = GetBool(body, "stream").value_or(false);
 
   std::vector<std::string> unhonoured;
-  if (!chat.parallel_tool_calls) unhonoured.push_back("parallel_tool_calls");
   if (!chat.response_format.is_null()) unhonoured.push_back("text.format");
   if (r.reasoning.is_object() && r.reasoning.contains("effort"))
     unhonoured.push_back("reasoning.effort");

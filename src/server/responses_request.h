@@ -10,6 +10,9 @@
 //   previous_response_id                -> the stored conversation (response_store.h) before input
 //   tools [{type: "function", name, description, parameters}] -> OpenAI chat function tools
 //   tool_choice auto / none / required / {type: "function", name} -> the chat tool_choice
+//                                       (required and named constrain the reply to tool calls
+//                                       with valid arguments, as chat completions does)
+//   parallel_tool_calls                 -> the same (false: exactly one call)
 //   max_output_tokens, temperature, top_p -> sampling
 //   text.format json_schema / json_object -> ChatRequest::response_format (structured outputs)
 // Hosted tools (web_search, file_search, ...), images and files are refused (400).

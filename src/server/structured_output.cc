@@ -280,51 +280,42 @@ std::shared_ptr<const grammar::Vocabulary> StructuredOutputs::BuildVocabulary(
                                                      std::move(stops));
 }
 
-std::shared_ptr<const grammar::Vocabulary> StructuredOutputs::vocabulary(bool tags_ordinary) {
+grammar::GrammarCache& StructuredOutputs::cache(bool tags_ordinary) {
   std::lock_guard lock(mu_);
-  auto& v = tags_ordinary ? vocab_tags_ordinary_ : vocab_;
-  if (!v) v = BuildVocabulary(tags_ordinary);  // once per model: cheap next to a compile
-  return v;
+  auto& c = tags_ordinary ? cache_tags_ordinary_ : cache_;
+  if (!c)  // once per model: cheap next to a compile
+    c = std::make_unique<grammar::GrammarCache>(BuildVocabulary(tags_ordinary), capacity_);
+  return *c;
+}
+
+std::shared_ptr<const grammar::Vocabulary> StructuredOutputs::vocabulary(bool tags_ordinary) {
+  return cache(tags_ordinary).vocabulary();
 }
 
 std::shared_ptr<const grammar::CompiledGrammar> StructuredOutputs::Compile(
     const ConstraintSpec& spec) {
-  const std::string key = spec.CacheKey();
-  {
-    std::lock_guard lock(mu_);
-    if (auto it = index_.find(key); it != index_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
-      ++stats_.hits;
-      return it->second->second;
-    }
-    ++stats_.misses;
-  }
-  std::shared_ptr<const grammar::CompiledGrammar> compiled;
-  const bool tags_ordinary = spec.kind == Kind::kToolCalls;
   try {
-    compiled = grammar::CompileForVocabulary(BuildAst(spec), vocabulary(tags_ordinary),
-                                             tags_ordinary ? classes_tags_ordinary_ : classes_);
+    return cache(spec.kind == Kind::kToolCalls).Get(spec.CacheKey(), [&] {
+      return BuildAst(spec);
+    });
   } catch (const grammar::GrammarError& e) {
     throw BadRequest(std::string("'") + spec.field + "': " + e.what(), spec.field);
   } catch (const nlohmann::json::exception& e) {  // a keyword of the wrong JSON type
     throw BadRequest(std::string("'") + spec.field + "': " + e.what(), spec.field);
   }
-  std::lock_guard lock(mu_);
-  if (index_.count(key)) return compiled;  // another thread compiled it meanwhile
-  lru_.emplace_front(key, compiled);
-  index_[key] = lru_.begin();
-  while (lru_.size() > capacity_) {
-    index_.erase(lru_.back().first);
-    lru_.pop_back();
-  }
-  return compiled;
 }
 
 StructuredOutputs::CacheStats StructuredOutputs::cache_stats() const {
   std::lock_guard lock(mu_);
-  CacheStats s = stats_;
-  s.size = lru_.size();
-  return s;
+  CacheStats total;
+  for (const auto* c : {cache_.get(), cache_tags_ordinary_.get()}) {
+    if (!c) continue;
+    const grammar::GrammarCache::Stats s = c->stats();
+    total.hits += s.hits;
+    total.misses += s.misses;
+    total.size += s.size;
+  }
+  return total;
 }
 
 void ApplyConstraint(const ConstraintSpec& spec, bool reasoning_opened, StructuredOutputs& outputs,

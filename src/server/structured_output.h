@@ -23,16 +23,15 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "chat/reply_parser.h"
 #include "grammar/compiled_grammar.h"
+#include "grammar/structured_output.h"
 #include "grammar/vocabulary.h"
 #include "tokenizer/tokenizer.h"
 
@@ -72,12 +71,15 @@ ConstraintSpec ParseConstraint(const Json& body);
 // The body fields ParseConstraint reads (for LogIgnoredFields).
 extern const std::initializer_list<std::string_view> kConstraintFields;
 
-// The model's tokens as grammars see them, and the compiled grammars of recent specs.
-// Thread-safe: HTTP threads compile concurrently; the vocabularies are built once, on first use.
+// The model's tokens as grammars see them, and the compiled grammars of recent specs: one
+// grammar::GrammarCache (grammar/structured_output.h) per vocabulary, keyed by
+// ConstraintSpec::CacheKey. Thread-safe: HTTP threads compile concurrently; the vocabularies and
+// their caches are built once, on first use.
 class StructuredOutputs {
  public:
   // `eos_token`: an end-of-turn token text besides the tokenizer's EOS ("" if none); either ends
-  // a constrained generation when the grammar accepts.
+  // a constrained generation when the grammar accepts. `cache_capacity`: the grammars kept per
+  // vocabulary (the least recently used go first).
   explicit StructuredOutputs(const tokenizer::Tokenizer& tokenizer, std::string eos_token = "",
                              size_t cache_capacity = kDefaultCacheCapacity);
 
@@ -99,21 +101,15 @@ class StructuredOutputs {
 
  private:
   std::shared_ptr<const grammar::Vocabulary> BuildVocabulary(bool tags_ordinary) const;
+  // The cache of the plain or the tags-ordinary vocabulary, made with it on first use.
+  grammar::GrammarCache& cache(bool tags_ordinary);
 
   const tokenizer::Tokenizer& tokenizer_;
   std::string eos_token_;
   const size_t capacity_;
   mutable std::mutex mu_;
-  std::shared_ptr<const grammar::Vocabulary> vocab_, vocab_tags_ordinary_;  // guarded by mu_
-  // Token classes shared by the grammars of each vocabulary (grammar/compiled_grammar.h).
-  std::shared_ptr<grammar::TokenClassCache> classes_ = std::make_shared<grammar::TokenClassCache>();
-  std::shared_ptr<grammar::TokenClassCache> classes_tags_ordinary_ =
-      std::make_shared<grammar::TokenClassCache>();
-  // Most recently used first.
-  using Entry = std::pair<std::string, std::shared_ptr<const grammar::CompiledGrammar>>;
-  std::list<Entry> lru_;                                               // guarded by mu_
-  std::unordered_map<std::string, std::list<Entry>::iterator> index_;  // guarded by mu_
-  CacheStats stats_;                                                   // guarded by mu_
+  // Created under mu_ on first use, never replaced: a reference to one stays valid.
+  std::unique_ptr<grammar::GrammarCache> cache_, cache_tags_ordinary_;
 };
 
 // Compiles `spec` (when not empty) into params.grammar. `reasoning_opened` says the prompt left a

@@ -181,7 +181,7 @@ TEST(JsonSchema, IntegerRangesMatchBruteForce) {
 
 TEST(JsonSchema, NumberRangesMatchBruteForce) {
   std::mt19937 rng(21);
-  const testing::Pcre format("-?(?:0|[1-9][0-9]*)(?:\\.[0-9]+)?", 0);
+  const testing::Pcre format("-?(?:0|[1-9][0-9]{0,18})(?:\\.[0-9]{1,16})?", 0);
   const std::vector<std::string> pieces = {"0", "1", "2", "5", "9", "-", ".", "00", "10"};
   for (int t = 0; t < 80; ++t) {
     std::optional<json::NumberBound> lo, hi;
@@ -219,6 +219,60 @@ TEST(JsonSchema, NumberRangesMatchBruteForce) {
     }
     EXPECT_GT(inside, 0);
   }
+}
+
+// Whether the schema's grammar accepts the JSON text `instance`.
+bool SchemaAccepts(const std::string& schema, const std::string& instance) {
+  return testing::GrammarAccepts(Grammar::Compile(JsonSchemaToGrammar(schema, {})), instance);
+}
+
+TEST(JsonSchema, NumbersHaveBoundedDigitRuns) {
+  const std::string fraction16 = "0." + std::string(15, '0') + "1";
+  const std::string fraction17 = "0." + std::string(16, '0') + "1";
+  for (const char* schema : {R"({"type":"number"})", R"({"type":"number","minimum":0})",
+                             R"({"type":"number","minimum":-1,"maximum":1})"}) {
+    SCOPED_TRACE(schema);
+    EXPECT_TRUE(SchemaAccepts(schema, fraction16));
+    EXPECT_TRUE(SchemaAccepts(schema, "0.1234567890123456"));
+    EXPECT_TRUE(SchemaAccepts(schema, "0." + std::string(16, '0')));
+    EXPECT_FALSE(SchemaAccepts(schema, fraction17));
+    EXPECT_FALSE(SchemaAccepts(schema, "0.12345678901234567"));
+    EXPECT_FALSE(SchemaAccepts(schema, "0." + std::string(17, '0')));
+  }
+  const std::string number = R"({"type":"number"})";
+  for (const char* ok : {"1e5", "-2.5E-308", "1e+308", "0e0", "123.456e789", "9999999999999999999"})
+    EXPECT_TRUE(SchemaAccepts(number, ok)) << ok;
+  for (const char* bad : {"1e1000", "1e+0001", "1.5e", "99999999999999999999", "1.", "01"})
+    EXPECT_FALSE(SchemaAccepts(number, bad)) << bad;
+  for (const char* schema : {R"({"type":"integer"})", R"({"type":"integer","minimum":7})",
+                             R"({"type":"integer","maximum":-7})"}) {
+    SCOPED_TRACE(schema);
+    const bool negative = std::string(schema).find("maximum") != std::string::npos;
+    const std::string sign = negative ? "-" : "";
+    EXPECT_TRUE(SchemaAccepts(schema, sign + "9223372036854775807"));
+    EXPECT_TRUE(SchemaAccepts(schema, sign + std::string(19, '9')));
+    EXPECT_FALSE(SchemaAccepts(schema, sign + "1" + std::string(19, '0')));
+  }
+}
+
+TEST(JsonSchema, EmailLocalPartIsABoundedDotAtom) {
+  const std::string schema = R"({"type":"string","format":"email"})";
+  auto accepts = [&](const std::string& address) {
+    return SchemaAccepts(schema, "\"" + address + "\"");
+  };
+  for (const char* ok : {"a@example.com", "first.last@example.com", "o'brien+tag@mail.example.org",
+                         "a!#$%&'*+/=?^_`{|}~-z@ex.io", "x.y.z@a-b.co"})
+    EXPECT_TRUE(accepts(ok)) << ok;
+  for (const char* bad : {"@example.com", ".a@example.com", "a.@example.com", "a..b@example.com",
+                          "a b@example.com", "a\"b@example.com", "a@b@example.com"})
+    EXPECT_FALSE(accepts(bad)) << bad;
+  EXPECT_TRUE(accepts(std::string(64, 'x') + "@example.com"));
+  EXPECT_FALSE(accepts(std::string(65, 'x') + "@example.com"));
+  std::string dotted = "a";  // 32 atext characters, a dot between each pair: 63 bytes
+  for (int i = 1; i < 32; ++i) dotted += ".a";
+  EXPECT_TRUE(accepts(dotted + "@example.com"));
+  EXPECT_FALSE(accepts(dotted + ".a@example.com"));  // 65 bytes
+  EXPECT_FALSE(accepts(std::string(100, 'x') + "@example.com"));
 }
 
 std::string ErrorOf(const std::string& schema) {

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "grammar/matcher.h"
+#include "grammar/regex.h"
 #include "test_util.h"
 
 namespace moeserve::grammar {
@@ -41,6 +44,47 @@ TEST(StructuredOutput, CacheCompilesOncePerRequestAndEvictsTheOldest) {
   EXPECT_EQ(cache.Get(a), first);
   EXPECT_THROW(cache.Get({GrammarKind::kRegex, "(a"}), GrammarError);
   EXPECT_THROW(cache.Get({GrammarKind::kJsonSchema, R"({"not":{}})"}), GrammarError);
+}
+
+// The key-and-builder form (what the server uses for its own spec kinds): build() runs on a miss
+// only, its errors are not cached, stats count hits and misses, and concurrent callers agree.
+TEST(StructuredOutput, CacheByKeyBuildsOnMissesOnlyAndIsThreadSafe) {
+  GrammarCache cache(SmallVocabulary(), 3);
+  int builds = 0;
+  auto regex = [&](const char* pattern) {
+    return [&builds, pattern] {
+      ++builds;
+      return RegexToGrammar(pattern);
+    };
+  };
+  const auto a = cache.Get("a", regex("a+"));
+  EXPECT_EQ(cache.Get("a", regex("never built")), a);
+  EXPECT_EQ(builds, 1);
+  EXPECT_THROW(cache.Get("bad", regex("(a")), GrammarError);
+  EXPECT_THROW(cache.Get("bad", regex("(a")), GrammarError);  // errors are not cached
+  EXPECT_EQ(builds, 3);
+  EXPECT_EQ(cache.stats().hits, 1u);
+  EXPECT_EQ(cache.stats().misses, 3u);
+  EXPECT_EQ(cache.stats().size, 1u);
+
+  std::vector<std::thread> threads;
+  std::vector<std::vector<std::shared_ptr<const CompiledGrammar>>> seen(4);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const std::string key = "k" + std::to_string(i % 2);
+        seen[t].push_back(
+            cache.Get(key, [key] { return RegexToGrammar(key == "k0" ? "b+" : "ab"); }));
+      }
+    });
+  for (auto& th : threads) th.join();
+  const auto k0 = cache.Get("k0", regex("unused")), k1 = cache.Get("k1", regex("unused"));
+  EXPECT_EQ(builds, 3);
+  // Every caller got the cached grammar, even those that raced on the first miss (the first
+  // to finish is kept and returned to the others).
+  for (const auto& v : seen)
+    for (size_t i = 0; i < v.size(); ++i) EXPECT_EQ(v[i], i % 2 ? k1 : k0);
+  EXPECT_LE(cache.stats().size, cache.capacity());
 }
 
 // Grammars of one cache share token classes of equal automaton regions: masks must still equal

@@ -2,11 +2,17 @@
 // streamed and not: "required" and a named function constrain the reply to the model's own
 // tool-call syntax (MiniMax-M2 XML; Qwen3 JSON with --tool-call-parser hermes), so 100% of the
 // replies are tool calls whose arguments parse and validate (ajv) against their tool's schema;
-// parallel_tool_calls false gives exactly one call; "auto" stays unconstrained.
+// parallel_tool_calls false gives exactly one call; "auto" stays unconstrained. The same through
+// the Anthropic Messages API (tool_choice any / tool, disable_parallel_tool_use; the official
+// @anthropic-ai/sdk client) and the OpenAI Responses API (tool_choice required / function,
+// parallel_tool_calls false).
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { startServer, test, run, post } from './harness.mjs';
+import { startServer, test, run, post, requireModule } from './harness.mjs';
+
+const AnthropicModule = requireModule('@anthropic-ai/sdk');
+const Anthropic = AnthropicModule.default ?? AnthropicModule;
 
 const require = createRequire(path.join(process.env.MOESERVE_NODE_MODULES || '.', 'x.js'));
 const Ajv2020 = require('ajv/dist/2020').default;
@@ -114,6 +120,66 @@ test('parallel_tool_calls false: exactly one call', async () => {
       jobs.push(() => chat(client, { tool_choice: 'required', parallel_tool_calls: false }, { stream, seed, n: 2 })
         .then((c) => checkCalls(c, `parallel false seed ${seed}`, { exactlyOne: true })));
   await all(jobs);
+});
+
+// The other chat routes: each reply mapped to the same shape as chat() returns, the finish reason
+// mapped back to chat's ("tool_use" / "completed" with calls -> "tool_calls").
+const ANTHROPIC_TOOLS = TOOLS.map((t) => ({ name: t.function.name, description: t.function.description,
+  input_schema: t.function.parameters }));
+const RESPONSES_TOOLS = TOOLS.map((t) => ({ type: 'function', name: t.function.name,
+  description: t.function.description, parameters: t.function.parameters }));
+
+async function messages(anthropic, extra, { stream = false } = {}) {
+  const body = { model: 'model', messages: MESSAGES, tools: ANTHROPIC_TOOLS, max_tokens: MAX_TOKENS, temperature: 1.0, ...extra };
+  const m = stream ? await anthropic.messages.stream(body).finalMessage() : await anthropic.messages.create(body);
+  const calls = m.content.filter((b) => b.type === 'tool_use').map((b) => ({ name: b.name, arguments: JSON.stringify(b.input) }));
+  const content = m.content.filter((b) => b.type === 'text').map((b) => b.text).join('');
+  return [{ content, calls, finish: m.stop_reason === 'tool_use' ? 'tool_calls' : m.stop_reason }];
+}
+
+async function responses(openai, extra, { stream = false } = {}) {
+  const body = { model: 'model', input: MESSAGES[0].content, tools: RESPONSES_TOOLS, max_output_tokens: MAX_TOKENS, temperature: 1.0, ...extra };
+  const r = stream ? await openai.responses.stream(body).finalResponse() : await openai.responses.create(body);
+  const calls = r.output.filter((o) => o.type === 'function_call').map((o) => ({ name: o.name, arguments: o.arguments }));
+  const content = r.output.filter((o) => o.type === 'message').flatMap((o) => o.content.map((c) => c.text ?? '')).join('');
+  return [{ content, calls, finish: r.status === 'completed' && calls.length ? 'tool_calls' : r.status }];
+}
+
+test('Anthropic Messages: tool_choice any / tool / disable_parallel_tool_use constrain the reply to valid tool calls', async () => {
+  const anthropic = new Anthropic({ baseURL: s.base, apiKey: 'none', maxRetries: 0 });
+  const jobs = [];
+  for (let k = 0; k < 3; ++k)
+    for (const stream of [false, true]) {
+      jobs.push(() => messages(anthropic, { tool_choice: { type: 'any' } }, { stream })
+        .then((c) => checkCalls(c, `anthropic any #${k}${stream ? ' streamed' : ''}`)));
+      jobs.push(() => messages(anthropic, { tool_choice: { type: 'any', disable_parallel_tool_use: true } }, { stream })
+        .then((c) => checkCalls(c, `anthropic any, one call #${k}${stream ? ' streamed' : ''}`, { exactlyOne: true })));
+    }
+  TOOLS.forEach((t, i) => {
+    const name = t.function.name;
+    jobs.push(() => messages(anthropic, { tool_choice: { type: 'tool', name } }, { stream: i % 2 === 1 })
+      .then((c) => checkCalls(c, `anthropic tool ${name}`, { exactlyOne: true, only: name })));
+  });
+  const calls = await all(jobs);
+  console.log(`     ${jobs.length} replies, ${calls.reduce((a, b) => a + b, 0)} calls validated`);
+});
+
+test('OpenAI Responses: tool_choice required / function / parallel_tool_calls false constrain the reply to valid tool calls', async () => {
+  const jobs = [];
+  for (let k = 0; k < 3; ++k)
+    for (const stream of [false, true]) {
+      jobs.push(() => responses(client, { tool_choice: 'required' }, { stream })
+        .then((c) => checkCalls(c, `responses required #${k}${stream ? ' streamed' : ''}`)));
+      jobs.push(() => responses(client, { tool_choice: 'required', parallel_tool_calls: false }, { stream })
+        .then((c) => checkCalls(c, `responses required, one call #${k}${stream ? ' streamed' : ''}`, { exactlyOne: true })));
+    }
+  TOOLS.forEach((t, i) => {
+    const name = t.function.name;
+    jobs.push(() => responses(client, { tool_choice: { type: 'function', name } }, { stream: i % 2 === 0 })
+      .then((c) => checkCalls(c, `responses function ${name}`, { exactlyOne: true, only: name })));
+  });
+  const calls = await all(jobs);
+  console.log(`     ${jobs.length} replies, ${calls.reduce((a, b) => a + b, 0)} calls validated`);
 });
 
 test('tool_choice "auto" stays unconstrained (the bundled model answers in text)', async () => {
