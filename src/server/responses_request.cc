@@ -168,9 +168,13 @@ ResponsesRequest ParseResponsesRequest(const Json& body, ServingContext& ctx) {
   r.tool_choice = FieldOrNull(body, "tool_choice");
   SetTools(chat, ChatTools(r.tools), ChatToolChoice(r.tool_choice), ctx);
   chat.parallel_tool_calls = GetBool(body, "parallel_tool_calls").value_or(true);
-  ConstrainToolCalls(chat, ctx);
   r.text = FieldOrNull(body, "text");
   chat.response_format = ResponseFormat(r.text);
+  // text.format json_schema / json_object constrain the reply as response_format does on chat
+  // completions (the same parser: unknown types and unsupported schema keywords are 400s).
+  if (!chat.response_format.is_null())
+    chat.constraint = ParseConstraint(Json{{"response_format", chat.response_format}});
+  ConstrainToolCalls(chat, ctx);
 
   r.max_output_tokens = FieldOrNull(body, "max_output_tokens");
   r.temperature = FieldOrNull(body, "temperature");
@@ -191,7 +195,6 @@ ResponsesRequest ParseResponsesRequest(const Json& body, ServingContext& ctx) {
   chat.stream = GetBool(body, "stream").value_or(false);
 
   std::vector<std::string> unhonoured;
-  if (!chat.response_format.is_null()) unhonoured.push_back("text.format");
   if (r.reasoning.is_object() && r.reasoning.contains("effort"))
     unhonoured.push_back("reasoning.effort");
   LogIgnoredFields("POST /v1/responses", body,

@@ -5,7 +5,7 @@
 // parallel_tool_calls false gives exactly one call; "auto" stays unconstrained. The same through
 // the Anthropic Messages API (tool_choice any / tool, disable_parallel_tool_use; the official
 // @anthropic-ai/sdk client) and the OpenAI Responses API (tool_choice required / function,
-// parallel_tool_calls false).
+// parallel_tool_calls false; text.format json_schema constrains its output_text).
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -180,6 +180,30 @@ test('OpenAI Responses: tool_choice required / function / parallel_tool_calls fa
   });
   const calls = await all(jobs);
   console.log(`     ${jobs.length} replies, ${calls.reduce((a, b) => a + b, 0)} calls validated`);
+});
+
+test('OpenAI Responses: text.format json_schema constrains the reply (output_text validates); a bad schema is a 400', async () => {
+  const schema = { type: 'object', properties: { city: { type: 'string', maxLength: 12 },
+    days: { type: 'integer', minimum: 1, maximum: 7 } }, required: ['city', 'days'], additionalProperties: false };
+  const validate = ajv.compile(schema);
+  const jobs = [];
+  for (let k = 0; k < 3; ++k)
+    for (const stream of [false, true])
+      jobs.push(async () => {
+        const body = { model: 'model', input: MESSAGES[0].content, max_output_tokens: MAX_TOKENS, temperature: 1.0,
+          text: { format: { type: 'json_schema', name: 'weather', schema, strict: true } } };
+        const r = stream ? await client.responses.stream(body).finalResponse() : await client.responses.create(body);
+        const what = `text.format #${k}${stream ? ' streamed' : ''}`;
+        assert.equal(r.status, 'completed', `${what}: ${r.status}`);
+        const value = JSON.parse(r.output_text);
+        assert.ok(validate(value), `${what}: ${r.output_text}: ${ajv.errorsText(validate.errors)}`);
+        return 1;
+      });
+  await all(jobs);
+  const bad = await post(s.base, '/v1/responses', { model: 'model', input: 'hi',
+    text: { format: { type: 'json_schema', name: 'x', schema: { type: 'object', patternProperties: { a: {} } } } } });
+  assert.equal(bad.status, 400, bad.text);
+  assert.match(bad.json.error.message, /patternProperties/);
 });
 
 test('tool_choice "auto" stays unconstrained (the bundled model answers in text)', async () => {
