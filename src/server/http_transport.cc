@@ -144,7 +144,7 @@ struct HttpTransport::Impl {
   asio::executor_work_guard<asio::io_context::executor_type> guard{ioc.get_executor()};
   tcp::acceptor acceptor{ioc};
   asio::thread_pool pool;
-  HandlerMemory handler_memory;  // the pool threads' stacks and malloc, given back when idle
+  IdleTrim idle_trim;  // malloc's free pages, given back when the last request ends
   std::list<std::shared_ptr<Conn>> conns;  // io thread only
   std::atomic<int> active{0};
   std::atomic<bool> draining{false};
@@ -270,10 +270,15 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
     // From here the request counts as active (the drain waits for it).
     c->state = State::kBody;
     ++active;
+    // Destroyed after this iteration's request and response (declared later), so a trim when
+    // the count reaches 0 finds their memory freed.
     struct Active {
-      std::atomic<int>& n;
-      ~Active() { --n; }
-    } counted{active};
+      Impl& im;
+      ~Active() {
+        if (--im.active == 0 && im.idle_trim.Due())
+          asio::post(im.pool, [&trim = im.idle_trim] { trim.Trim(); });
+      }
+    } counted{*this};
 
     const auto& h = parser.get();
     const size_t fields = static_cast<size_t>(std::distance(h.begin(), h.end()));
@@ -352,7 +357,6 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
       co_await asio::co_spawn(
           pool,
           [&]() -> awaitable<void> {
-            handler_memory.Enter();
             try {
               work(req, res);
             } catch (const std::exception& e) {
@@ -360,7 +364,7 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
               res.status = 500;
               error(500, e.what(), res);
             }
-            handler_memory.Exit();
+            ReleaseUnusedStack();
             co_return;
           },
           use_awaitable);

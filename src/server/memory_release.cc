@@ -51,20 +51,20 @@ void ReleaseUnusedStack() {
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
-void HandlerMemory::Exit() {
-  ReleaseUnusedStack();
-  if (running_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-#ifdef __GLIBC__
+bool IdleTrim::Due() {
   const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now().time_since_epoch())
                           .count();
-  int64_t last = last_trim_ns_.load(std::memory_order_relaxed);
-  const int64_t interval = std::chrono::nanoseconds(kTrimInterval).count();
-  if (now - last < interval) return;
-  if (!last_trim_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;
+  int64_t last = last_ns_.load(std::memory_order_relaxed);
+  if (now - last < interval_ns_) return false;
+  return last_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed);
+}
+
+void IdleTrim::Trim() {
+#ifdef __GLIBC__
   malloc_trim(0);
-  trims_.fetch_add(1, std::memory_order_relaxed);
 #endif
+  trims_.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace moeserve::server

@@ -9,17 +9,18 @@
 //  - ReleaseAfterLargeRequest: a request whose body is at least kLargeRequestBytes calls
 //    malloc_trim when its handler ends, which hands the free pages of every arena back to the
 //    system (the parsed JSON of a large body is millions of small blocks).
-//  - HandlerMemory: around every handler on the HTTP worker pool. When a handler ends, its
-//    thread's stack pages below the current frame go back to the system, and the last handler
-//    of a busy spell trims malloc. Why: the pool has max-num-seqs + 8 threads (264 by default),
-//    each handler's deepest frames (JSON parsing, template rendering) left ~100 KB of stack
-//    resident per thread, and as load rotated over the threads idle RSS crept up +25 MB in
-//    6 minutes of the soak benchmark, with the arenas' free pages (+10 MB) on top.
+//  - ReleaseUnusedStack after every handler on the HTTP worker pool: the thread's stack pages
+//    below the current frame go back to the system. The pool has max-num-seqs + 8 threads (264
+//    by default) and each kept its deepest handler frames (JSON parsing, template rendering)
+//    resident, so idle RSS crept up as load rotated over the threads.
+//  - IdleTrim: when the last request ends, malloc_trim on a worker thread, so that the free
+//    pages of every arena go back while the server idles.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 
 namespace moeserve::server {
 
@@ -49,21 +50,21 @@ class ReleaseAfterLargeRequest {
 inline constexpr size_t kStackKeepBytes = 16u << 10;
 void ReleaseUnusedStack();
 
-// Counts the handlers running on the worker pool. Enter/Exit bracket one handler on its
-// thread; Exit releases the thread's unused stack and, if no other handler is running and the
-// last trim is at least kTrimInterval old, trims malloc (the rate limit bounds the cost for a
-// stream of tiny sequential requests).
-class HandlerMemory {
+// malloc_trim when the server goes idle (its last request of any kind, stream or not, has ended
+// and freed its state), at most once per `interval`: the rate limit bounds the cost for a stream
+// of tiny sequential requests. Due() decides (thread-safe, cheap); Trim() does the work and
+// belongs on a worker thread, not the I/O thread.
+class IdleTrim {
  public:
-  static constexpr std::chrono::milliseconds kTrimInterval{20};
-  void Enter() { running_.fetch_add(1, std::memory_order_relaxed); }
-  void Exit();
-  // Trims done, for tests.
+  explicit IdleTrim(std::chrono::milliseconds interval = std::chrono::milliseconds(20))
+      : interval_ns_(std::chrono::nanoseconds(interval).count()) {}
+  bool Due();
+  void Trim();
   size_t trims() const { return trims_.load(std::memory_order_relaxed); }
 
  private:
-  std::atomic<int> running_{0};
-  std::atomic<int64_t> last_trim_ns_{0};
+  const int64_t interval_ns_;
+  std::atomic<int64_t> last_ns_{INT64_MIN / 2};
   std::atomic<size_t> trims_{0};
 };
 

@@ -56,16 +56,16 @@ TEST(MemoryRelease, StackStillUsableAfterRelease) {
   t.join();
 }
 
-TEST(MemoryRelease, TrimsOnlyWhenTheLastHandlerEnds) {
-  HandlerMemory m;
-  m.Enter();
-  m.Enter();
-  m.Exit();
-  EXPECT_EQ(m.trims(), 0u);  // another handler still runs
-  m.Exit();
-#ifdef __GLIBC__
-  EXPECT_EQ(m.trims(), 1u);
-#endif
+TEST(MemoryRelease, IdleTrimIsRateLimited) {
+  IdleTrim hourly(std::chrono::hours(1));
+  EXPECT_TRUE(hourly.Due());  // the first idle moment always trims
+  EXPECT_FALSE(hourly.Due());
+  EXPECT_FALSE(hourly.Due());
+  IdleTrim always(std::chrono::milliseconds(0));
+  EXPECT_TRUE(always.Due());
+  EXPECT_TRUE(always.Due());
+  always.Trim();
+  EXPECT_EQ(always.trims(), 1u);
 }
 
 }  // namespace
