@@ -88,6 +88,50 @@ void PanelTile<1>(const float* xp, const bf16* panel, size_t k, float* y, size_t
   if (rows > 8) StoreMasked(y + 8, _mm256_add_ps(a1, b1), rows - 8, accumulate);
 }
 
+// One token against two full panels at once, each with PanelTile<1>'s own accumulators and order
+// (so the results are bit-identical to two PanelTile<1> calls). Why: at m = 1 the kernel streams W
+// from DRAM, and walking two distant panels together gives the hardware prefetchers two streams
+// per core instead of one; measured on Zen 3 with huge pages, a few % to ~10% more GB/s.
+void PanelPair1(const float* xp, const bf16* p, const bf16* q, size_t k, float* yp, float* yq,
+                bool accumulate) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+  __m256 c0 = a0, c1 = a0, d0 = a0, d1 = a0;
+  size_t i = 0;
+  for (; i + 2 <= k; i += 2) {
+    Prefetch(p + i * kRows);
+    Prefetch(q + i * kRows);
+    const __m256 x0 = _mm256_broadcast_ss(xp + i * kTile);
+    const __m256 x1 = _mm256_broadcast_ss(xp + (i + 1) * kTile);
+    __m256 w0, w1, v0, v1;
+    WidenColumn(p + i * kRows, w0, w1);
+    WidenColumn(p + (i + 1) * kRows, v0, v1);
+    a0 = _mm256_fmadd_ps(x0, w0, a0);
+    a1 = _mm256_fmadd_ps(x0, w1, a1);
+    b0 = _mm256_fmadd_ps(x1, v0, b0);
+    b1 = _mm256_fmadd_ps(x1, v1, b1);
+    WidenColumn(q + i * kRows, w0, w1);
+    WidenColumn(q + (i + 1) * kRows, v0, v1);
+    c0 = _mm256_fmadd_ps(x0, w0, c0);
+    c1 = _mm256_fmadd_ps(x0, w1, c1);
+    d0 = _mm256_fmadd_ps(x1, v0, d0);
+    d1 = _mm256_fmadd_ps(x1, v1, d1);
+  }
+  if (i < k) {
+    const __m256 x0 = _mm256_broadcast_ss(xp + i * kTile);
+    __m256 w0, w1;
+    WidenColumn(p + i * kRows, w0, w1);
+    a0 = _mm256_fmadd_ps(x0, w0, a0);
+    a1 = _mm256_fmadd_ps(x0, w1, a1);
+    WidenColumn(q + i * kRows, w0, w1);
+    c0 = _mm256_fmadd_ps(x0, w0, c0);
+    c1 = _mm256_fmadd_ps(x0, w1, c1);
+  }
+  StoreMasked(yp, _mm256_add_ps(a0, b0), kRows / 2, accumulate);
+  StoreMasked(yp + 8, _mm256_add_ps(a1, b1), kRows / 2, accumulate);
+  StoreMasked(yq, _mm256_add_ps(c0, d0), kRows / 2, accumulate);
+  StoreMasked(yq + 8, _mm256_add_ps(c1, d1), kRows / 2, accumulate);
+}
+
 using TileFn = void (*)(const float*, const bf16*, size_t, float*, size_t, size_t, bool);
 constexpr TileFn kTiles[kTile + 1] = {nullptr,      PanelTile<1>, PanelTile<2>, PanelTile<3>,
                                       PanelTile<4>, PanelTile<5>, PanelTile<6>};
@@ -98,6 +142,19 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
                       bool accumulate) {
   const size_t k = w.cols, panels = (w.rows + kRows - 1) / kRows;
   const auto* base = static_cast<const bf16*>(w.data);
+  if (m == 1 && panels >= 2) {
+    // Decode: the full panels in pairs (j, j + half), two streams at once; an odd or partial
+    // last panel alone.
+    const size_t full = w.rows / kRows, half = full / 2;
+    for (size_t j = 0; j < half; ++j)
+      PanelPair1(xp, base + j * w.row_stride, base + (j + half) * w.row_stride, k, y + j * kRows,
+                 y + (j + half) * kRows, accumulate);
+    for (size_t p = 2 * half; p < panels; ++p) {
+      const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
+      PanelTile<1>(xp, base + p * w.row_stride, k, y + p * kRows, ldy, rows, accumulate);
+    }
+    return;
+  }
   ForEachPanelBlock(m, k, panels, [&](size_t t0, size_t t1, size_t k0, size_t kc, size_t p) {
     const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
     const bf16* panel = base + p * w.row_stride + k0 * kRows;
