@@ -78,6 +78,41 @@ void SmallTile(const float* xp, const uint8_t* panel, const float* scales, size_
   }
 }
 
+// One token against two full panels at once, each with SmallTile<1>'s own arithmetic (so the
+// results are bit-identical). Why: at m = 1 the kernel streams W from DRAM; two distant panels
+// walked together give the hardware prefetchers two streams per core (as MatMulBf16Panels), and
+// two independent FMA chains per half instead of one.
+void SmallPair1(const float* xp, const uint8_t* p, const float* sp, const uint8_t* q,
+                const float* sq, size_t k, size_t col0, float* yp, float* yq, bool accumulate) {
+  __m256 ap0 = _mm256_setzero_ps(), ap1 = ap0, aq0 = ap0, aq1 = ap0;
+  const __m256 k256 = _mm256_set1_ps(256.0f);
+  ForEachScaleBlock(col0, 0, k, [&](size_t c0, size_t c1, size_t b) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, t0 = s0, t1 = s0;
+    for (size_t i = c0; i < c1; ++i) {
+      if (i % 4 == 0) {
+        Prefetch(p + i * kRows);
+        Prefetch(q + i * kRows);
+      }
+      __m256 w0, w1, v0, v1;
+      DecodeColumn(p + i * kRows, w0, w1);
+      DecodeColumn(q + i * kRows, v0, v1);
+      const __m256 xv = _mm256_broadcast_ss(xp + i * kTile);
+      s0 = _mm256_fmadd_ps(xv, w0, s0);
+      s1 = _mm256_fmadd_ps(xv, w1, s1);
+      t0 = _mm256_fmadd_ps(xv, v0, t0);
+      t1 = _mm256_fmadd_ps(xv, v1, t1);
+    }
+    ap0 = _mm256_fmadd_ps(_mm256_mul_ps(s0, k256), _mm256_loadu_ps(sp + b * kRows), ap0);
+    ap1 = _mm256_fmadd_ps(_mm256_mul_ps(s1, k256), _mm256_loadu_ps(sp + b * kRows + 8), ap1);
+    aq0 = _mm256_fmadd_ps(_mm256_mul_ps(t0, k256), _mm256_loadu_ps(sq + b * kRows), aq0);
+    aq1 = _mm256_fmadd_ps(_mm256_mul_ps(t1, k256), _mm256_loadu_ps(sq + b * kRows + 8), aq1);
+  });
+  StoreMasked(yp, ap0, 8, accumulate);
+  StoreMasked(yp + 8, ap1, 8, accumulate);
+  StoreMasked(yq, aq0, 8, accumulate);
+  StoreMasked(yq + 8, aq1, 8, accumulate);
+}
+
 using SmallFn = void (*)(const float*, const uint8_t*, const float*, size_t, size_t, float*, size_t,
                          size_t, bool);
 constexpr SmallFn kSmall[4] = {nullptr, SmallTile<1>, SmallTile<2>, SmallTile<3>};
@@ -111,8 +146,17 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
   const auto* codes = static_cast<const uint8_t*>(w.data);
   const auto* scales = static_cast<const float*>(w.scales);
   auto rows_of = [&](size_t p) { return w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows; };
+  size_t first = 0;  // panels before it are done
+  if (m == 1) {      // decode: the full panels in pairs (j, j + half), two streams at once
+    const size_t half = w.rows / kRows / 2;
+    for (size_t j = 0; j < half; ++j)
+      SmallPair1(xp, codes + j * w.row_stride, scales + j * w.scale_stride,
+                 codes + (j + half) * w.row_stride, scales + (j + half) * w.scale_stride, k, w.col0,
+                 y + j * kRows, y + (j + half) * kRows, accumulate);
+    first = 2 * half;
+  }
   if (m <= 3) {
-    for (size_t p = 0; p < panels; ++p)
+    for (size_t p = first; p < panels; ++p)
       kSmall[m](xp, codes + p * w.row_stride, scales + p * w.scale_stride, k, w.col0, y + p * kRows,
                 ldy, rows_of(p), accumulate);
     return;
