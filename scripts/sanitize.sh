@@ -17,10 +17,10 @@ launcher=()
 command -v ccache > /dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 
 run() {  # name, flags, targets...
-  local dir=build-ci-$1 flags=$2
+  local name=$1 dir=build-ci-$1 flags=$2
   shift 2
   local targets=("$@")
-  echo "=== sanitize: $1 ($flags)"
+  echo "=== sanitize: $name ($flags)"
   cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=gcc \
     -DCMAKE_CXX_COMPILER=g++ "-DCMAKE_C_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags" \
     -DMOESERVE_WERROR=ON "${launcher[@]}" > /dev/null
@@ -31,7 +31,7 @@ run() {  # name, flags, targets...
   for t in "${targets[@]}"; do
     local bin
     bin=$(find "$dir/tests" -name "$t" -type f -perm -u+x | head -1)
-    echo "--- $1: $t"
+    echo "--- $name: $t"
     "$bin" --gtest_brief=1
   done
 }
