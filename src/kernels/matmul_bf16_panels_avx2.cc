@@ -57,35 +57,47 @@ void PanelTile(const float* xp, const bf16* panel, size_t k, float* y, size_t ld
   }
 }
 
-// One token (decode): two columns per step into four accumulators. With two, each step waits on
-// the previous FMA's latency, which capped a core near 8 bytes of weights per cycle.
-template <>
-void PanelTile<1>(const float* xp, const bf16* panel, size_t k, float* y, size_t ldy, size_t rows,
-                  bool accumulate) {
-  (void)ldy;
+// One token (decode) against one panel: two columns per step into four accumulators. With two,
+// each step waits on the previous FMA's latency, which capped a core near 8 bytes of weights per
+// cycle. PanelTile<1> and PanelPair1 both sweep with it, so their sums are the same operations.
+struct GemvAcc {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-  size_t i = 0;
-  for (; i + 2 <= k; i += 2) {
-    Prefetch(panel + i * kRows);
+  // Columns i and i + 1 of `panel`, x0 / x1 their broadcast x.
+  void Two(const bf16* panel, size_t i, __m256 x0, __m256 x1) {
     __m256 w0, w1, v0, v1;
     WidenColumn(panel + i * kRows, w0, w1);
     WidenColumn(panel + (i + 1) * kRows, v0, v1);
-    const __m256 x0 = _mm256_broadcast_ss(xp + i * kTile);
-    const __m256 x1 = _mm256_broadcast_ss(xp + (i + 1) * kTile);
     a0 = _mm256_fmadd_ps(x0, w0, a0);
     a1 = _mm256_fmadd_ps(x0, w1, a1);
     b0 = _mm256_fmadd_ps(x1, v0, b0);
     b1 = _mm256_fmadd_ps(x1, v1, b1);
   }
-  if (i < k) {
+  // The last column when k is odd.
+  void One(const bf16* panel, size_t i, __m256 x0) {
     __m256 w0, w1;
     WidenColumn(panel + i * kRows, w0, w1);
-    const __m256 x0 = _mm256_broadcast_ss(xp + i * kTile);
     a0 = _mm256_fmadd_ps(x0, w0, a0);
     a1 = _mm256_fmadd_ps(x0, w1, a1);
   }
-  StoreMasked(y, _mm256_add_ps(a0, b0), rows, accumulate);
-  if (rows > 8) StoreMasked(y + 8, _mm256_add_ps(a1, b1), rows - 8, accumulate);
+  void Store(float* y, size_t rows, bool accumulate) const {
+    StoreMasked(y, _mm256_add_ps(a0, b0), rows, accumulate);
+    if (rows > 8) StoreMasked(y + 8, _mm256_add_ps(a1, b1), rows - 8, accumulate);
+  }
+};
+
+template <>
+void PanelTile<1>(const float* xp, const bf16* panel, size_t k, float* y, size_t ldy, size_t rows,
+                  bool accumulate) {
+  (void)ldy;
+  GemvAcc acc;
+  size_t i = 0;
+  for (; i + 2 <= k; i += 2) {
+    Prefetch(panel + i * kRows);
+    acc.Two(panel, i, _mm256_broadcast_ss(xp + i * kTile),
+            _mm256_broadcast_ss(xp + (i + 1) * kTile));
+  }
+  if (i < k) acc.One(panel, i, _mm256_broadcast_ss(xp + i * kTile));
+  acc.Store(y, rows, accumulate);
 }
 
 // One token against two full panels at once, each with PanelTile<1>'s own accumulators and order
@@ -94,42 +106,23 @@ void PanelTile<1>(const float* xp, const bf16* panel, size_t k, float* y, size_t
 // per core instead of one; measured on Zen 3 with huge pages, a few % to ~10% more GB/s.
 void PanelPair1(const float* xp, const bf16* p, const bf16* q, size_t k, float* yp, float* yq,
                 bool accumulate) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-  __m256 c0 = a0, c1 = a0, d0 = a0, d1 = a0;
+  GemvAcc ap, aq;
   size_t i = 0;
   for (; i + 2 <= k; i += 2) {
     Prefetch(p + i * kRows);
     Prefetch(q + i * kRows);
     const __m256 x0 = _mm256_broadcast_ss(xp + i * kTile);
     const __m256 x1 = _mm256_broadcast_ss(xp + (i + 1) * kTile);
-    __m256 w0, w1, v0, v1;
-    WidenColumn(p + i * kRows, w0, w1);
-    WidenColumn(p + (i + 1) * kRows, v0, v1);
-    a0 = _mm256_fmadd_ps(x0, w0, a0);
-    a1 = _mm256_fmadd_ps(x0, w1, a1);
-    b0 = _mm256_fmadd_ps(x1, v0, b0);
-    b1 = _mm256_fmadd_ps(x1, v1, b1);
-    WidenColumn(q + i * kRows, w0, w1);
-    WidenColumn(q + (i + 1) * kRows, v0, v1);
-    c0 = _mm256_fmadd_ps(x0, w0, c0);
-    c1 = _mm256_fmadd_ps(x0, w1, c1);
-    d0 = _mm256_fmadd_ps(x1, v0, d0);
-    d1 = _mm256_fmadd_ps(x1, v1, d1);
+    ap.Two(p, i, x0, x1);
+    aq.Two(q, i, x0, x1);
   }
   if (i < k) {
     const __m256 x0 = _mm256_broadcast_ss(xp + i * kTile);
-    __m256 w0, w1;
-    WidenColumn(p + i * kRows, w0, w1);
-    a0 = _mm256_fmadd_ps(x0, w0, a0);
-    a1 = _mm256_fmadd_ps(x0, w1, a1);
-    WidenColumn(q + i * kRows, w0, w1);
-    c0 = _mm256_fmadd_ps(x0, w0, c0);
-    c1 = _mm256_fmadd_ps(x0, w1, c1);
+    ap.One(p, i, x0);
+    aq.One(q, i, x0);
   }
-  StoreMasked(yp, _mm256_add_ps(a0, b0), kRows / 2, accumulate);
-  StoreMasked(yp + 8, _mm256_add_ps(a1, b1), kRows / 2, accumulate);
-  StoreMasked(yq, _mm256_add_ps(c0, d0), kRows / 2, accumulate);
-  StoreMasked(yq + 8, _mm256_add_ps(c1, d1), kRows / 2, accumulate);
+  ap.Store(yp, kRows, accumulate);
+  aq.Store(yq, kRows, accumulate);
 }
 
 using TileFn = void (*)(const float*, const bf16*, size_t, float*, size_t, size_t, bool);
