@@ -114,6 +114,7 @@ void QuantRowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0,
 void Mxfp4I8Group(Isa isa, const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy,
                   bool accumulate) {
   if (isa == Isa::kScalar) return MatMulMxfp4I8Reference(x, w, y, ldy, accumulate);
+  if (isa == Isa::kAvx512Bf16) return avx512bf16::MatMulMxfp4I8(x, w, y, ldy, accumulate);
   avx2::MatMulMxfp4I8(x, w, y, ldy, accumulate);
 }
 
@@ -147,10 +148,19 @@ void Mxfp4I8RowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n
                      });
 }
 
-// Rows [n0, n1) of a kBf16Panel weight: x packed once for the call, then the panel kernel (AVX2;
-// AVX-512 machines run it too, it is the layout that was loaded).
-void Bf16PanelRowsIsa(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
-                      size_t ldy, bool accumulate) {
+// Rows [n0, n1) of a kBf16Panel weight: x packed once for the call, then the panel kernel
+// (vdpbf16ps on AVX-512 BF16, widening to f32 FMAs on AVX2 and plain AVX-512).
+void Bf16PanelRowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1,
+                      float* y, size_t ldy, bool accumulate) {
+  if (isa == Isa::kAvx512Bf16) {
+    uint32_t* xp = tl_xpack.As<uint32_t>(avx512bf16::Bf16PanelXPairs(x.m, w.cols));
+    avx512bf16::PackBf16PanelX(x.f32, x.ld, x.m, w.cols, xp);
+    return RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
+                              [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                                avx512bf16::MatMulBf16Panels(xp, x.m, Bf16PanelRows(w, g0, n), yg,
+                                                             ldyg, acc);
+                              });
+  }
   float* xp = tl_xpack.As<float>(avx2::PackedXFloats(x.m, w.cols));
   avx2::PackX(x.f32, x.ld, x.m, w.cols, xp);
   RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
@@ -317,6 +327,8 @@ size_t MatMulRowGrain(Isa isa, const WeightMatrix& w, size_t m) {
   if (isa == Isa::kScalar) return 8;
   if (w.format == WeightFormat::kBf16Panel) return kBf16PanelRows;
   if (w.format == WeightFormat::kFp8Panel) return kFp8PanelRows;
+  // The AVX-512 MXFP4 kernel computes two 8-row groups per register.
+  if (w.format == WeightFormat::kMxfp4I8 && isa == Isa::kAvx512Bf16) return 16;
   if (m < kGemmMinM) return 8;
   return isa == Isa::kAvx512Bf16 ? 32 : 16;
 }
@@ -330,7 +342,7 @@ void MatMulRows(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, s
   float* yn = y + n0;
   if (isa == Isa::kScalar) return ScalarRows(x, w, n0, n1, y, ldy, accumulate);
   if (w.format == WeightFormat::kBf16Panel)
-    return Bf16PanelRowsIsa(x, w, n0, n1, y, ldy, accumulate);
+    return Bf16PanelRowsIsa(isa, x, w, n0, n1, y, ldy, accumulate);
   if (w.format == WeightFormat::kFp8Panel) return Fp8PanelRowsIsa(x, w, n0, n1, y, ldy, accumulate);
   if (w.format != WeightFormat::kDense) return QuantRowsIsa(isa, x, w, n0, n1, y, ldy, accumulate);
   if (w.dtype == DType::kF32) {

@@ -52,7 +52,9 @@ Isa MachineIsa() {
     if (f.avx2 && f.fma && f.f16c) best = Isa::kAvx2;
     if (best == Isa::kAvx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)
       best = Isa::kAvx512;
-    if (best == Isa::kAvx512 && f.avx512_bf16) best = Isa::kAvx512Bf16;
+    // Every CPU with AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4 and later) has AVX512_VNNI
+    // too; the kAvx512Bf16 kernels use both.
+    if (best == Isa::kAvx512 && f.avx512_bf16 && f.avx512_vnni) best = Isa::kAvx512Bf16;
     return best;
   }();
   return machine;

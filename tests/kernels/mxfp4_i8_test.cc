@@ -225,13 +225,16 @@ std::vector<float> RandomX(size_t m, size_t k, std::mt19937& rng) {
   return x;
 }
 
-void ExpectAvx2MatchesReference(const Q8Rows& q, const WeightMatrix& w, std::mt19937& rng) {
+using Mxfp4I8Kernel = void (*)(const Q8Rows&, const WeightMatrix&, float*, size_t, bool);
+
+void ExpectKernelMatchesReference(Mxfp4I8Kernel kernel, const Q8Rows& q, const WeightMatrix& w,
+                                  std::mt19937& rng) {
   const size_t ldy = w.rows + 3;
   for (bool accumulate : {false, true}) {
     const std::vector<float> y0 = RandomF32(q.m * ldy, rng);
     std::vector<float> ref = y0, got = y0;
     MatMulMxfp4I8Reference(q, w, ref.data(), ldy, accumulate);
-    avx2::MatMulMxfp4I8(q, w, got.data(), ldy, accumulate);
+    kernel(q, w, got.data(), ldy, accumulate);
     for (size_t t = 0; t < q.m; ++t)
       for (size_t i = 0; i < ldy; ++i)
         ASSERT_TRUE(Same(got[t * ldy + i], ref[t * ldy + i]))
@@ -239,9 +242,17 @@ void ExpectAvx2MatchesReference(const Q8Rows& q, const WeightMatrix& w, std::mt1
   }
 }
 
-TEST(Mxfp4I8MatMul, Avx2EqualsReferenceBitForBit) {
-  if (!HasAvx2()) GTEST_SKIP() << "no AVX2";
-  std::mt19937 rng(31);
+// The SIMD kernels this machine can run (AVX2, AVX-512 VNNI).
+std::vector<Mxfp4I8Kernel> AvailableKernels() {
+  std::vector<Mxfp4I8Kernel> out;
+  if (HasAvx2()) out.push_back(avx2::MatMulMxfp4I8);
+  if (BestIsa() >= Isa::kAvx512Bf16) out.push_back(avx512bf16::MatMulMxfp4I8);
+  return out;
+}
+
+// Odd row counts (partial groups, an odd number of groups), sub-views starting on group 1, and
+// every token count the kernels tile differently (1-3 two-chain, 4-8, runs of 8 plus a tail).
+void ExpectKernelMatchesReferenceOnOddShapes(Mxfp4I8Kernel kernel, std::mt19937& rng) {
   for (size_t k : {32, 64, 96, 3072})
     for (size_t rows : {8, 13, 24, 40}) {
       const Mxfp4 src = RandomMxfp4(rows, k, 0, k, rng, {0, 1, 126, 127, 128, 254});
@@ -250,10 +261,25 @@ TEST(Mxfp4I8MatMul, Avx2EqualsReferenceBitForBit) {
         SCOPED_TRACE(::testing::Message() << "m " << m << " rows " << rows << " k " << k);
         const std::vector<float> x = RandomX(m, k, rng);
         const Q8 q = QuantizeReference(x.data(), k + 5, m, k);
-        ExpectAvx2MatchesReference(q.rows, p.view, rng);
-        if (rows > 8) ExpectAvx2MatchesReference(q.rows, Mxfp4I8Rows(p.view, 8, rows - 8), rng);
+        ExpectKernelMatchesReference(kernel, q.rows, p.view, rng);
+        if (rows > 8)
+          ExpectKernelMatchesReference(kernel, q.rows, Mxfp4I8Rows(p.view, 8, rows - 8), rng);
       }
     }
+}
+
+TEST(Mxfp4I8MatMul, Avx2EqualsReferenceBitForBit) {
+  if (!HasAvx2()) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(31);
+  ExpectKernelMatchesReferenceOnOddShapes(avx2::MatMulMxfp4I8, rng);
+}
+
+TEST(Mxfp4I8MatMul, Avx512VnniEqualsReferenceBitForBit) {
+  if (BestIsa() < Isa::kAvx512Bf16)
+    GTEST_SKIP() << "avx512bf16 (with VNNI) is not available on this machine (it runs "
+                 << IsaName(BestIsa()) << ")";
+  std::mt19937 rng(31);
+  ExpectKernelMatchesReferenceOnOddShapes(avx512bf16::MatMulMxfp4I8, rng);
 }
 
 TEST(Mxfp4I8MatMul, SubViewEqualsRowsOfWholeMatrix) {
@@ -281,16 +307,17 @@ TEST(Mxfp4I8MatMul, NanScaleMakesExactlyItsRowNan) {
   MatMulMxfp4I8Reference(q.rows, p.view, ref.data(), rows, false);
   for (size_t t = 0; t < m; ++t)
     for (size_t r = 0; r < rows; ++r) EXPECT_EQ(std::isnan(ref[t * rows + r]), r == 11) << t << r;
-  if (HasAvx2()) ExpectAvx2MatchesReference(q.rows, p.view, rng);
+  for (Mxfp4I8Kernel kernel : AvailableKernels())
+    ExpectKernelMatchesReference(kernel, q.rows, p.view, rng);
 }
 
-// y of every available path (the reference always; AVX2 when the CPU has it).
+// y of every available path (the reference always; the SIMD kernels the CPU has).
 std::vector<std::vector<float>> AllPaths(const Q8Rows& q, const WeightMatrix& w) {
   std::vector<std::vector<float>> out(1, std::vector<float>(q.m * w.rows));
   MatMulMxfp4I8Reference(q, w, out[0].data(), w.rows, false);
-  if (HasAvx2()) {
+  for (Mxfp4I8Kernel kernel : AvailableKernels()) {
     out.emplace_back(q.m * w.rows);
-    avx2::MatMulMxfp4I8(q, w, out.back().data(), w.rows, false);
+    kernel(q, w, out.back().data(), w.rows, false);
   }
   return out;
 }
@@ -317,7 +344,8 @@ TEST(Mxfp4I8MatMul, ExtremeCodesAndActivationsAreExact) {
         const float sign = (t % 2 ? -1.0f : 1.0f) * (r % 2 ? -1.0f : 1.0f);
         EXPECT_EQ(y[t * rows + r], sign * 2 * 32 * 12 * 127 * 0.5f) << t << " " << r;
       }
-  if (HasAvx2()) ExpectAvx2MatchesReference(q.rows, p.view, rng);
+  for (Mxfp4I8Kernel kernel : AvailableKernels())
+    ExpectKernelMatchesReference(kernel, q.rows, p.view, rng);
 }
 
 // Against f32 math on the un-quantized x: x's rounding to int8 moves each product by at most

@@ -1,0 +1,180 @@
+// AVX-512 BF16 MatMul over bf16 weights in 16-row panels (bf16_panels.h), with vdpbf16ps.
+//
+// Why: the AVX2 panel kernel widens bf16 to f32 and FMAs, 16 multiply-adds per 256-bit FMA. On
+// an AVX-512 BF16 core one vdpbf16ps does 32 (16 rows × a pair of columns), so the prefill of
+// the attention projections and the LM head has twice the compute rate from the same panels.
+//
+// vdpbf16ps wants, in lane r, the pair (W[r, 2i], W[r, 2i + 1]). A panel's columns 2i and 2i + 1
+// are 64 contiguous bytes (16 rows each, in the panel's lane order), so one vpermw per column pair
+// puts them in pair order and undoes the row order; it is amortized over the tile's tokens. x is
+// packed per call into pairs (x[t, 2i], x[t, 2i + 1]) as one int32, tiles of kTile tokens, and
+// each token's pair is a broadcast folded into vdpbf16ps.
+//
+// Numerics: x rounded to bf16, products exact in f32, sums in f32 in the kernel's order (per lane
+// the pair's two products, then partial sums across column blocks through y): as the AVX2 panel
+// kernel, only the order differs. vdpbf16ps flushes bf16 subnormals (below 2^-126) to zero.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/bf16_panels.h"
+#include "kernels/internal.h"
+
+namespace moeserve::kernels::avx512bf16 {
+namespace {
+
+constexpr size_t kRows = kBf16PanelRows;
+constexpr size_t kTile = kBf16PanelXTile;
+
+inline __m512bh AsBh(__m512i v) {
+  return (__m512bh)v;
+}
+
+// vpermw indices: output word 2r / 2r + 1 = row r of the first / second column of the pair.
+// Memory slot s of a column holds row {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15}[s].
+inline __m512i PairIndex() {
+  alignas(64) static constexpr int16_t kIndex[32] = {0,  16, 1,  17, 2,  18, 3,  19, 8,  24, 9,
+                                                     25, 10, 26, 11, 27, 4,  20, 5,  21, 6,  22,
+                                                     7,  23, 12, 28, 13, 29, 14, 30, 15, 31};
+  return _mm512_load_si512(kIndex);
+}
+
+// Columns 2i, 2i + 1 of a panel as 16 row pairs. `last_single`: column 2i is the panel's last
+// (odd k), so only its 32 bytes are read and the second column is zero.
+inline __m512i LoadPairs(const bf16* panel, size_t i, __m512i index, bool last_single = false) {
+  const bf16* p = panel + 2 * i * kRows;
+  const __m512i v = last_single ? _mm512_maskz_loadu_epi16(0xffff, p) : _mm512_loadu_si512(p);
+  return _mm512_permutexvar_epi16(index, v);
+}
+
+inline __m512bh Broadcast(const uint32_t* pair) {
+  return AsBh(_mm512_set1_epi32(static_cast<int>(*pair)));
+}
+
+inline void Store(float* y, __m512 v, size_t rows, bool accumulate) {
+  const __mmask16 mask = rows >= 16 ? __mmask16(0xffff) : __mmask16((1u << rows) - 1);
+  if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y));
+  _mm512_mask_storeu_ps(y, mask, v);
+}
+
+// M tokens (xp: a packed tile at column pair 0 of this block) × one panel's 16 rows over `pairs`
+// column pairs; `odd`: the block's last pair has one column.
+template <int M>
+void PanelTile(const uint32_t* xp, const bf16* panel, size_t pairs, bool odd, float* y, size_t ldy,
+               size_t rows, bool accumulate) {
+  const __m512i index = PairIndex();
+  __m512 acc[M];
+  for (int t = 0; t < M; ++t) acc[t] = _mm512_setzero_ps();
+  for (size_t i = 0; i < pairs; ++i) {
+    const __m512bh w = AsBh(LoadPairs(panel, i, index, odd && i + 1 == pairs));
+#pragma GCC unroll 8
+    for (int t = 0; t < M; ++t) acc[t] = _mm512_dpbf16_ps(acc[t], w, Broadcast(xp + i * kTile + t));
+  }
+  for (int t = 0; t < M; ++t) Store(y + t * ldy, acc[t], rows, accumulate);
+}
+
+using TileFn = void (*)(const uint32_t*, const bf16*, size_t, bool, float*, size_t, size_t, bool);
+constexpr TileFn kTiles[kTile + 1] = {nullptr,      PanelTile<1>, PanelTile<2>,
+                                      PanelTile<3>, PanelTile<4>, PanelTile<5>,
+                                      PanelTile<6>, PanelTile<7>, PanelTile<8>};
+
+// One token against two full panels at once, two accumulators each (even / odd pairs) so the
+// vdpbf16ps latency does not bound the stream; two distant panels give the hardware prefetchers
+// two streams per core (as the AVX2 kernel's PanelPair1).
+void PanelPair1(const uint32_t* xp, const bf16* p, const bf16* q, size_t pairs, bool odd, float* yp,
+                float* yq, bool accumulate) {
+  const __m512i index = PairIndex();
+  __m512 p0 = _mm512_setzero_ps(), p1 = p0, q0 = p0, q1 = p0;
+  const size_t full = odd ? pairs - 1 : pairs;
+  size_t i = 0;
+  for (; i + 2 <= full; i += 2) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + 2 * i * kRows) + 4096, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + 2 * i * kRows) + 4096 + 64, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(q + 2 * i * kRows) + 4096, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(q + 2 * i * kRows) + 4096 + 64, _MM_HINT_T0);
+    const __m512bh x0 = Broadcast(xp + i * kTile), x1 = Broadcast(xp + (i + 1) * kTile);
+    p0 = _mm512_dpbf16_ps(p0, AsBh(LoadPairs(p, i, index)), x0);
+    q0 = _mm512_dpbf16_ps(q0, AsBh(LoadPairs(q, i, index)), x0);
+    p1 = _mm512_dpbf16_ps(p1, AsBh(LoadPairs(p, i + 1, index)), x1);
+    q1 = _mm512_dpbf16_ps(q1, AsBh(LoadPairs(q, i + 1, index)), x1);
+  }
+  for (; i < pairs; ++i) {
+    const bool single = odd && i + 1 == pairs;
+    const __m512bh x0 = Broadcast(xp + i * kTile);
+    p0 = _mm512_dpbf16_ps(p0, AsBh(LoadPairs(p, i, index, single)), x0);
+    q0 = _mm512_dpbf16_ps(q0, AsBh(LoadPairs(q, i, index, single)), x0);
+  }
+  Store(yp, _mm512_add_ps(p0, p1), kRows, accumulate);
+  Store(yq, _mm512_add_ps(q0, q1), kRows, accumulate);
+}
+
+}  // namespace
+
+size_t Bf16PanelXPairs(size_t m, size_t k) {
+  return (m + kTile - 1) / kTile * ((k + 1) / 2) * kTile;
+}
+
+void PackBf16PanelX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* xp) {
+  const size_t pairs = (k + 1) / 2;
+  for (size_t t0 = 0; t0 < m; t0 += kTile) {
+    uint32_t* tile = xp + t0 / kTile * pairs * kTile;
+    for (size_t t = 0; t < kTile; ++t) {
+      if (t0 + t >= m) {
+        for (size_t i = 0; i < pairs; ++i) tile[i * kTile + t] = 0;
+        continue;
+      }
+      const float* row = xr + (t0 + t) * ldxr;
+      // xr holds bf16-rounded values: the top 16 bits of each are the bf16, exactly.
+      for (size_t i = 0; i < pairs; ++i) {
+        uint32_t lo, hi = 0;
+        std::memcpy(&lo, row + 2 * i, 4);
+        if (2 * i + 1 < k) std::memcpy(&hi, row + 2 * i + 1, 4);
+        tile[i * kTile + t] = (lo >> 16) | (hi & 0xffff0000u);
+      }
+    }
+  }
+}
+
+void MatMulBf16Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
+                      bool accumulate) {
+  const size_t k = w.cols, pairs = (k + 1) / 2, panels = (w.rows + kRows - 1) / kRows;
+  const auto* base = static_cast<const bf16*>(w.data);
+  if (m == 1 && panels >= 2) {
+    // Decode: the full panels in pairs (j, j + half), two streams at once; an odd or partial
+    // last panel alone.
+    const size_t full = w.rows / kRows, half = full / 2;
+    for (size_t j = 0; j < half; ++j)
+      PanelPair1(xp, base + j * w.row_stride, base + (j + half) * w.row_stride, pairs, k % 2,
+                 y + j * kRows, y + (j + half) * kRows, accumulate);
+    for (size_t p = 2 * half; p < panels; ++p) {
+      const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
+      PanelTile<1>(xp, base + p * w.row_stride, pairs, k % 2, y + p * kRows, ldy, rows, accumulate);
+    }
+    return;
+  }
+  // Blocks of x that stay in L2 while every panel streams past them: when all of x fits, each
+  // tile runs a panel's whole k in registers (one sequential stream of W); otherwise blocks of
+  // 192 tokens × 512 column pairs (384 KiB of pairs), partial sums through y.
+  constexpr size_t kL2Budget = 512 * 1024, kMc = 24 * kTile, kKp = 512;
+  const bool whole = Bf16PanelXPairs(m, k) * 4 <= kL2Budget;
+  const size_t mc = whole ? m : kMc, kp_max = whole ? pairs : kKp;
+  for (size_t t0 = 0; t0 < m; t0 += mc) {
+    const size_t t1 = m - t0 < mc ? m : t0 + mc;
+    for (size_t i0 = 0; i0 < pairs; i0 += kp_max) {
+      const size_t kp = pairs - i0 < kp_max ? pairs - i0 : kp_max;
+      const bool odd = k % 2 == 1 && i0 + kp == pairs;
+      for (size_t p = 0; p < panels; ++p) {
+        const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
+        const bf16* panel = base + p * w.row_stride + 2 * i0 * kRows;
+        for (size_t t = t0; t < t1; t += kTile) {
+          const size_t tokens = t1 - t < kTile ? t1 - t : kTile;
+          kTiles[tokens](xp + t / kTile * pairs * kTile + i0 * kTile, panel, kp, odd,
+                         y + t * ldy + p * kRows, ldy, rows, accumulate || i0 > 0);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace moeserve::kernels::avx512bf16
