@@ -1,6 +1,6 @@
 // bench_mxfp4_i8: the int8 MXFP4 path (mxfp4_i8.h: Q8 activations × repacked kMxfp4I8 weights,
-// avx2::MatMulMxfp4I8) beside the existing f32-decode path (kMxfp4 through MatMul), on the
-// MiniMax-M2.1 expert shapes, 2 threads by default. Weights are cycled through 64 copies (> 4x
+// through MatMul, so the ISA's kernel: VNNI on AVX-512 BF16, else AVX2) beside the unrepacked
+// kMxfp4 path through MatMul (bf16 activations), on the MiniMax-M2.1 expert shapes, 2 threads by default. Weights are cycled through 64 copies (> 4x
 // the LLC) so every run reads them from DRAM. The int8 time includes quantizing x.
 //   m = 1: GB/s of weight bytes read, beside a read-bandwidth probe of the same bytes run just
 //          before each kernel run (the shared host's bandwidth drifts), and the roofline's.
@@ -74,35 +74,11 @@ Weights MakeWeights(size_t rows, size_t cols) {
   return w;
 }
 
-// Q8 scratch for x [m, k].
-struct Q8Buffer {
-  std::vector<int8_t> q;
-  std::vector<float> d;
-  std::vector<int32_t> sum;
-};
-
-// The int8 path as the engine would run it: x quantized (rows split over the pool for m > 1),
-// then row groups split over the pool.
-void MatMulInt8(const float* x, size_t m, const WeightMatrix& w, Q8Buffer& buf, float* y,
-                ThreadPool& pool) {
-  const size_t k = w.cols, blocks = k / 32;
-  buf.q.resize(m * k);
-  buf.d.resize(m * blocks);
-  buf.sum.resize(m * blocks);
-  auto quantize = [&](size_t t0, size_t t1) {
-    avx2::QuantizeRowsQ8(x + t0 * k, k, t1 - t0, k, buf.q.data() + t0 * k, k,
-                         buf.d.data() + t0 * blocks, buf.sum.data() + t0 * blocks, blocks);
-  };
-  if (m == 1)
-    quantize(0, 1);
-  else
-    pool.ParallelFor(m, 1, quantize);
-  const Q8Rows q{buf.q.data(), buf.d.data(), buf.sum.data(), k, blocks, m, k};
-  const size_t groups = (w.rows + 7) / 8;
-  pool.ParallelFor(groups, 1, [&](size_t g0, size_t g1) {
-    const size_t r0 = 8 * g0, r1 = std::min(w.rows, 8 * g1);
-    avx2::MatMulMxfp4I8(q, Mxfp4I8Rows(w, r0, r1 - r0), y + r0, w.rows, false);
-  });
+// The int8 path as the engine runs it: the public MatMul on the kMxfp4I8 view quantizes x
+// (over the pool for m >= 8) and splits the row groups over the pool, with the ISA's kernel
+// (MOESERVE_ISA=avx2 on an AVX-512 machine times the AVX2 one).
+void MatMulInt8(const float* x, size_t m, const WeightMatrix& w, float* y, ThreadPool& pool) {
+  MatMul(x, w.cols, m, w, y, w.rows, pool);
 }
 
 struct Shape {
@@ -113,7 +89,6 @@ struct Shape {
 void BenchShape(ThreadPool& pool, ReadProbe& probe, double roof_gbps, int runs, const Shape& s,
                 const std::vector<float>& x, std::vector<float>& y) {
   const Weights w = MakeWeights(s.rows, s.cols);
-  Q8Buffer buf;
   for (size_t m : {1, 16, 512}) {
     if (g_only_m && m != g_only_m) continue;
     // Per path: seconds per run; m = 1 also the probe's seconds before each run.
@@ -123,7 +98,7 @@ void BenchShape(ThreadPool& pool, ReadProbe& probe, double roof_gbps, int runs, 
       const size_t c = g_hot ? 0 : static_cast<size_t>(r + 1) % kCopies;
       const double p = m == 1 ? probe.Seconds(w.bytes) : 0;
       double t0 = Now();
-      MatMulInt8(x.data(), m, w.i8[c], buf, y.data(), pool);
+      MatMulInt8(x.data(), m, w.i8[c], y.data(), pool);
       const double a = Now() - t0;
       t0 = Now();
       MatMul(x.data(), s.cols, m, w.mxfp4[g_hot ? 0 : (c + kCopies / 2) % kCopies], y.data(),
@@ -142,14 +117,14 @@ void BenchShape(ThreadPool& pool, ReadProbe& probe, double roof_gbps, int runs, 
       for (size_t i = 0; i < t_i8.size(); ++i) ratio.push_back(t_probe[i] / t_i8[i]);
       std::printf(
           "  %-9s [%4zu,%4zu] m=%-3zu int8 %7.1f us %5.1f GB/s = %3.0f%% of probe %5.1f GB/s "
-          "(median per-run ratio %3.0f%%), %3.0f%% of roofline %5.1f | f32-decode %7.1f us "
+          "(median per-run ratio %3.0f%%), %3.0f%% of roofline %5.1f | unrepacked %7.1f us "
           "%5.1f GB/s = %3.0f%% of probe\n",
           s.name, s.rows, s.cols, m, ti * 1e6, gi, 100 * gi / gp, gp, 100 * Median(ratio),
           100 * gi / roof_gbps, roof_gbps, tf * 1e6, gf, 100 * gf / gp);
     } else {
       const double ops = 2.0 * m * s.rows * s.cols;
       std::printf(
-          "  %-9s [%4zu,%4zu] m=%-3zu int8 %7.1f us %6.1f GOP/s (best %6.1f) | f32-decode "
+          "  %-9s [%4zu,%4zu] m=%-3zu int8 %7.1f us %6.1f GOP/s (best %6.1f) | unrepacked "
           "%7.1f us %6.1f GOP/s (best %6.1f)\n",
           s.name, s.rows, s.cols, m, ti * 1e6, ops / ti / 1e9,
           ops / *std::min_element(t_i8.begin(), t_i8.end()) / 1e9, tf * 1e6, ops / tf / 1e9,
