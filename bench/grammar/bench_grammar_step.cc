@@ -165,8 +165,8 @@ int Run(const Options& o) {
   ThreadPool pool(o.threads);
   dist::SingleRankCommunicator comm;
   const model::RunContext ctx{&pool, &comm};
-  model::LoadOptions lo;  // as `moeserve serve` loads bf16 weights on this ISA
-  lo.panels = BestIsa() >= Isa::kAvx2 && BestIsa() < Isa::kAvx512Bf16;
+  // As `moeserve serve` loads weights on this ISA.
+  model::LoadOptions lo = model::WeightLayoutFor(BestIsa(), true);
   lo.int8_activations = BestIsa() < Isa::kAvx512Bf16;
   auto model = model::LoadModel(o.model_dir, {{0, 1}, false}, ctx, lo);
   const model::ModelConfig& cfg = model->config();

@@ -26,9 +26,9 @@ void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& defau
       ->check(CLI::IsMember({"auto", "bf16", "int8"}))
       ->capture_default_str();
   app.add_option("--weight-layout", opts.weight_layout,
-                 "bf16 linear weights: auto (repacked at load into 16-row panels when the CPU "
-                 "runs the AVX2 kernels: the same bytes, no per-call packing), or checkpoint "
-                 "(views into the mmap'd checkpoint, nothing repacked)")
+                 "bf16 and FP8 linear weights: auto (bf16 repacked at load into 16-row panels on "
+                 "AVX2 and AVX-512 BF16, FP8-block too on AVX2: the same bytes, no per-call "
+                 "packing), or checkpoint (views into the mmap'd checkpoint, nothing repacked)")
       ->check(CLI::IsMember({"auto", "checkpoint"}))
       ->capture_default_str();
 }

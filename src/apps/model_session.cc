@@ -112,11 +112,9 @@ std::unique_ptr<ModelSession> ModelSession::Open(const ModelOptions& mo,
   if (po.expert_parallel && tp == 1) LogWarn("--enable-expert-parallel has no effect at -tp 1");
   s->pool_ = std::make_unique<ThreadPool>(mo.threads ? mo.threads : DefaultThreads(local_ranks));
   const model::Parallelism par{{s->comm_->rank(), s->comm_->size()}, po.expert_parallel};
-  model::LoadOptions lo;
+  model::LoadOptions lo = model::WeightLayoutFor(BestIsa(), mo.weight_layout == "auto");
   lo.int8_activations = mo.activation_dtype == "int8" ||
                         (mo.activation_dtype == "auto" && BestIsa() < Isa::kAvx512Bf16);
-  // The panel layouts are the AVX2 kernels'; AVX-512 BF16 packs bf16 pairs per call instead.
-  lo.panels = mo.weight_layout == "auto" && BestIsa() >= Isa::kAvx2 && BestIsa() < Isa::kAvx512Bf16;
   auto model = model::LoadModel(mo.model_dir, par, s->context(), lo);
   // Weights are mmap'd views: a rank's RSS grows only with the slices it touches.
   LogInfo("rank ", s->comm_->rank(), "/", s->comm_->size(), ": ", model->WeightBytes() >> 20,

@@ -50,6 +50,13 @@ size_t BytesOf(const kernels::WeightMatrix& w) {
   return 0;
 }
 
+LoadOptions WeightLayoutFor(Isa isa, bool repack) {
+  LoadOptions o;
+  o.bf16_panels = repack && isa >= Isa::kAvx2;
+  o.fp8_panels = repack && isa >= Isa::kAvx2 && isa < Isa::kAvx512Bf16;
+  return o;
+}
+
 namespace {
 std::string ModuleOf(const std::string& weight_name) {
   const std::string suffix = ".weight";
@@ -130,8 +137,8 @@ kernels::WeightMatrix WeightReader::Linear(const std::string& name, size_t out, 
   bytes_mapped_ += BytesOf(w);
   if (options_.int8_activations && w.format == kernels::WeightFormat::kMxfp4)
     return RepackForInt8(w);
-  if (options_.panels && w.format == kernels::WeightFormat::kDense) return RepackBf16Panels(w);
-  if (options_.panels && w.format == kernels::WeightFormat::kFp8Block &&
+  if (options_.bf16_panels && w.format == kernels::WeightFormat::kDense) return RepackBf16Panels(w);
+  if (options_.fp8_panels && w.format == kernels::WeightFormat::kFp8Block &&
       kernels::Fp8PanelRepackable(w))
     return RepackFp8Panels(w);
   return w;

@@ -13,6 +13,7 @@
 #include "kernels/weights.h"
 #include "loader/checkpoint.h"
 #include "loader/quant_config.h"
+#include "runtime/cpu_features.h"
 #include "runtime/huge_page_arena.h"
 
 namespace moeserve::model {
@@ -43,10 +44,17 @@ struct LoadOptions {
   // MXFP4 linear weights repacked into kernels::WeightFormat::kMxfp4I8 (their activations then
   // go through int8 dot products); otherwise every weight is a view into the checkpoint.
   bool int8_activations = false;
-  // bf16 and FP8-block linear weights repacked into 16-row panels (kernels::WeightFormat::
-  // kBf16Panel / kFp8Panel, the AVX2 kernels' layouts). Off: they are views into the checkpoint.
-  bool panels = false;
+  // bf16 linear weights repacked into 16-row panels (kernels::WeightFormat::kBf16Panel: the AVX2
+  // and AVX-512 BF16 panel kernels' layout). Off: they are views into the checkpoint.
+  bool bf16_panels = false;
+  // FP8-block linear weights repacked into 16-row panels (kFp8Panel, the AVX2 kernels' layout).
+  bool fp8_panels = false;
 };
+
+// The layouts the kernels of `isa` stream best, for `--weight-layout auto` (`repack` false:
+// every bf16 / FP8 weight a view into the checkpoint): bf16 panels wherever a SIMD panel kernel
+// exists; FP8 panels below AVX-512 BF16, whose vdpbf16ps kernels decode FP8 rows in registers.
+LoadOptions WeightLayoutFor(Isa isa, bool repack);
 
 // Owns weights repacked at load (on huge pages where THP allows); views point into it, so it must
 // outlive the model.

@@ -73,7 +73,7 @@ def main():
     ap.add_argument("--config", required=True, choices=sorted(CONFIGS))
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--weight-layout", default="auto", choices=["auto", "checkpoint"],
-                    help="moeserve's --weight-layout (auto repacks bf16 into panels on AVX2)")
+                    help="moeserve's --weight-layout (auto repacks bf16 into panels on AVX2 and AVX-512 BF16)")
     a = ap.parse_args()
 
     gen_args, prompts = CONFIGS[a.config]
