@@ -1,6 +1,8 @@
 // bench_kernels: MatMul (decode GEMV m=1, prefill GEMM m=512) on the MiniMax-M2.1 shapes and
 // MoeExperts decode, each beside this machine's measured roofline. Median of the runs.
-//   bench_kernels [--runs N] [--threads N] [--quick] [--gemv-m M]
+//   bench_kernels [--runs N] [--threads N] [--quick] [--gemv-m M] [--panels]
+// --panels: the GEMV / GEMM weights repacked into 16-row panels (bf16_panels.h), the layout
+// `moeserve serve` loads bf16 weights in on AVX2 and AVX-512 BF16; else dense rows.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,6 +14,7 @@
 
 #include "bench_timing.h"
 #include "kernels/attention.h"
+#include "kernels/bf16_panels.h"
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
 #include "kernels/roofline.h"
@@ -37,12 +40,22 @@ struct Shape {
   size_t rows, cols;
 };
 
+// A [rows, cols] bf16 matrix as the kernels see it: dense rows, or repacked into panels (kept in
+// `panels`, which must outlive the view).
+WeightMatrix View(const std::vector<bf16>& w, size_t rows, size_t cols, bool as_panels,
+                  std::vector<bf16>& panels) {
+  const WeightMatrix dense = Bf16Matrix(w.data(), rows, cols);
+  if (!as_panels) return dense;
+  panels.resize(Bf16PanelElems(rows, cols));
+  return RepackBf16Panels(dense, panels.data());
+}
+
 }  // namespace
 
 int Main(int argc, char** argv) {
   int runs = 11;
   size_t threads = 0;
-  bool quick = false;
+  bool quick = false, panels = false;
   size_t gemv_m = 1;  // tokens of the GEMV rows (2..7: a decode batch's tokens per expert)
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--runs") && i + 1 < argc)
@@ -51,12 +64,15 @@ int Main(int argc, char** argv) {
       threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick"))
       quick = true;
+    else if (!std::strcmp(argv[i], "--panels"))
+      panels = true;
     else if (!std::strcmp(argv[i], "--gemv-m") && i + 1 < argc)
       gemv_m = std::max(1, std::atoi(argv[++i]));
   }
   ThreadPool pool(threads);
-  std::printf("isa %s, %zu threads, median of %d runs\n", IsaName(BestIsa()).c_str(),
-              pool.num_threads(), runs);
+  std::printf("isa %s, %zu threads, median of %d runs, bf16 weights %s\n",
+              IsaName(BestIsa()).c_str(), pool.num_threads(), runs,
+              panels ? "in 16-row panels" : "dense");
   const Roofline roof = MeasureRoofline(pool);
   std::printf("roofline: read %.1f GB/s, bf16 dot %.0f GFLOP/s, f32 FMA %.0f GFLOP/s\n\n",
               roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops);
@@ -75,11 +91,14 @@ int Main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     const size_t bytes = s.rows * s.cols * 2;
     const size_t copies = std::max<size_t>(2, (160u << 20) / bytes);
-    std::vector<std::vector<bf16>> w;
-    for (size_t c = 0; c < copies; ++c) w.push_back(RandomWeights(s.rows * s.cols, c + 1));
+    std::vector<std::vector<bf16>> w(copies), packed(copies);
+    std::vector<WeightMatrix> views;
+    for (size_t c = 0; c < copies; ++c) {
+      w[c] = RandomWeights(s.rows * s.cols, c + 1);
+      views.push_back(View(w[c], s.rows, s.cols, panels, packed[c]));
+    }
     const Timing tm = Time(runs * 4, [&](int r) {
-      MatMul(x.data(), s.cols, gemv_m, Bf16Matrix(w[r % copies].data(), s.rows, s.cols), y.data(),
-             s.rows, pool);
+      MatMul(x.data(), s.cols, gemv_m, views[r % copies], y.data(), s.rows, pool);
     });
     const double gbps = bytes / tm.median_s / 1e9, best = bytes / tm.best_s / 1e9;
     std::printf(
@@ -94,9 +113,10 @@ int Main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     if (quick && s.rows * s.cols > 1536 * 3072) continue;
     const std::vector<bf16> w = RandomWeights(s.rows * s.cols, 7);
-    const Timing tm = Time(std::max(runs / 2, 5), [&](int) {
-      MatMul(x.data(), s.cols, m, Bf16Matrix(w.data(), s.rows, s.cols), y.data(), s.rows, pool);
-    });
+    std::vector<bf16> packed;
+    const WeightMatrix view = View(w, s.rows, s.cols, panels, packed);
+    const Timing tm = Time(std::max(runs / 2, 5),
+                           [&](int) { MatMul(x.data(), s.cols, m, view, y.data(), s.rows, pool); });
     const double flop = 2.0 * m * s.rows * s.cols;
     const double gflops = flop / tm.median_s / 1e9, best = flop / tm.best_s / 1e9;
     const double peak = roof.bf16_fma_gflops > 0 ? roof.bf16_fma_gflops : 1e30;

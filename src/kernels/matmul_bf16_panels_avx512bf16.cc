@@ -60,17 +60,25 @@ inline void Store(float* y, __m512 v, size_t rows, bool accumulate) {
 
 // M tokens (xp: a packed tile at column pair 0 of this block) × one panel's 16 rows over `pairs`
 // column pairs; `odd`: the block's last pair has one column.
+// xp + i·kTile: the M tokens' pairs of column pair i into acc, w the panel's pairs.
+template <int M>
+inline void TileStep(const uint32_t* xp, size_t i, __m512bh w, __m512 acc[M]) {
+#pragma GCC unroll 8
+  for (int t = 0; t < M; ++t) acc[t] = _mm512_dpbf16_ps(acc[t], w, Broadcast(xp + i * kTile + t));
+}
+
 template <int M>
 void PanelTile(const uint32_t* xp, const bf16* panel, size_t pairs, bool odd, float* y, size_t ldy,
                size_t rows, bool accumulate) {
   const __m512i index = PairIndex();
   __m512 acc[M];
-  for (int t = 0; t < M; ++t) acc[t] = _mm512_setzero_ps();
-  for (size_t i = 0; i < pairs; ++i) {
-    const __m512bh w = AsBh(LoadPairs(panel, i, index, odd && i + 1 == pairs));
 #pragma GCC unroll 8
-    for (int t = 0; t < M; ++t) acc[t] = _mm512_dpbf16_ps(acc[t], w, Broadcast(xp + i * kTile + t));
-  }
+  for (int t = 0; t < M; ++t) acc[t] = _mm512_setzero_ps();
+  // The odd last column outside the loop: a branch inside it made GCC keep acc[] in memory.
+  const size_t full = odd ? pairs - 1 : pairs;
+  for (size_t i = 0; i < full; ++i) TileStep<M>(xp, i, AsBh(LoadPairs(panel, i, index)), acc);
+  if (odd) TileStep<M>(xp, full, AsBh(LoadPairs(panel, full, index, true)), acc);
+#pragma GCC unroll 8
   for (int t = 0; t < M; ++t) Store(y + t * ldy, acc[t], rows, accumulate);
 }
 
