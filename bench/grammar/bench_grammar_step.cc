@@ -167,7 +167,7 @@ int Run(const Options& o) {
   const model::RunContext ctx{&pool, &comm};
   // As `moeserve serve` loads weights on this ISA.
   model::LoadOptions lo = model::WeightLayoutFor(BestIsa(), true);
-  lo.int8_activations = BestIsa() < Isa::kAvx512Bf16;
+  lo.int8_activations = true;
   auto model = model::LoadModel(o.model_dir, {{0, 1}, false}, ctx, lo);
   const model::ModelConfig& cfg = model->config();
 

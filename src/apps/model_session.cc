@@ -113,8 +113,7 @@ std::unique_ptr<ModelSession> ModelSession::Open(const ModelOptions& mo,
   s->pool_ = std::make_unique<ThreadPool>(mo.threads ? mo.threads : DefaultThreads(local_ranks));
   const model::Parallelism par{{s->comm_->rank(), s->comm_->size()}, po.expert_parallel};
   model::LoadOptions lo = model::WeightLayoutFor(BestIsa(), mo.weight_layout == "auto");
-  lo.int8_activations = mo.activation_dtype == "int8" ||
-                        (mo.activation_dtype == "auto" && BestIsa() < Isa::kAvx512Bf16);
+  lo.int8_activations = mo.activation_dtype != "bf16";  // "auto" is int8 (model_options.h)
   auto model = model::LoadModel(mo.model_dir, par, s->context(), lo);
   // Weights are mmap'd views: a rank's RSS grows only with the slices it touches.
   LogInfo("rank ", s->comm_->rank(), "/", s->comm_->size(), ": ", model->WeightBytes() >> 20,
