@@ -158,7 +158,7 @@ void SiluMul(const float* gate, const float* up, float* out, size_t n);
 // into tiles of kBf16PanelXTile tokens, each [ceil(k / 2)][kBf16PanelXTile] pairs
 // (x[t, 2i] | x[t, 2i + 1] << 16 as bf16 bits; tokens past m and the column past an odd k zero),
 // Bf16PanelXPairs(m, k) of them. y[t, r] (= or +=) for t < m, r < w.rows; any m.
-inline constexpr size_t kBf16PanelXTile = 8;
+inline constexpr size_t kBf16PanelXTile = 12;
 size_t Bf16PanelXPairs(size_t m, size_t k);
 void PackBf16PanelX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* xp);
 void MatMulBf16Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,

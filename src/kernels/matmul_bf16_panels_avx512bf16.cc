@@ -58,34 +58,54 @@ inline void Store(float* y, __m512 v, size_t rows, bool accumulate) {
   _mm512_mask_storeu_ps(y, mask, v);
 }
 
-// M tokens (xp: a packed tile at column pair 0 of this block) × one panel's 16 rows over `pairs`
-// column pairs; `odd`: the block's last pair has one column.
-// xp + i·kTile: the M tokens' pairs of column pair i into acc, w the panel's pairs.
-template <int M>
-inline void TileStep(const uint32_t* xp, size_t i, __m512bh w, __m512 acc[M]) {
-#pragma GCC unroll 8
-  for (int t = 0; t < M; ++t) acc[t] = _mm512_dpbf16_ps(acc[t], w, Broadcast(xp + i * kTile + t));
+// xp + i·kTile: the M tokens' pairs of column pair i into acc[P][M], w[p] panel p's pairs; one
+// broadcast of each token's pair serves both panels.
+template <int P, int M>
+inline void TileStep(const uint32_t* xp, size_t i, const __m512bh w[P], __m512 acc[P][M]) {
+#pragma GCC unroll 12
+  for (int t = 0; t < M; ++t) {
+    const __m512bh x = Broadcast(xp + i * kTile + t);
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) acc[p][t] = _mm512_dpbf16_ps(acc[p][t], w[p], x);
+  }
 }
 
-template <int M>
-void PanelTile(const uint32_t* xp, const bf16* panel, size_t pairs, bool odd, float* y, size_t ldy,
-               size_t rows, bool accumulate) {
+// M tokens (xp: a packed tile at column pair 0 of this block) × P consecutive panels (P · 16
+// rows; the second at panel + stride) over `pairs` column pairs; `odd`: the block's last pair has
+// one column; `rows` ≤ P · 16 of the rows are stored.
+template <int P, int M>
+void PanelTile(const uint32_t* xp, const bf16* panel, size_t stride, size_t pairs, bool odd,
+               float* y, size_t ldy, size_t rows, bool accumulate) {
   const __m512i index = PairIndex();
-  __m512 acc[M];
-#pragma GCC unroll 8
-  for (int t = 0; t < M; ++t) acc[t] = _mm512_setzero_ps();
+  __m512 acc[P][M];
+  __m512bh w[P];
+#pragma GCC unroll 12
+  for (int t = 0; t < M; ++t)
+    for (int p = 0; p < P; ++p) acc[p][t] = _mm512_setzero_ps();
   // The odd last column outside the loop: a branch inside it made GCC keep acc[] in memory.
   const size_t full = odd ? pairs - 1 : pairs;
-  for (size_t i = 0; i < full; ++i) TileStep<M>(xp, i, AsBh(LoadPairs(panel, i, index)), acc);
-  if (odd) TileStep<M>(xp, full, AsBh(LoadPairs(panel, full, index, true)), acc);
-#pragma GCC unroll 8
-  for (int t = 0; t < M; ++t) Store(y + t * ldy, acc[t], rows, accumulate);
+  for (size_t i = 0; i < full; ++i) {
+    for (int p = 0; p < P; ++p) w[p] = AsBh(LoadPairs(panel + p * stride, i, index));
+    TileStep<P, M>(xp, i, w, acc);
+  }
+  if (odd) {
+    for (int p = 0; p < P; ++p) w[p] = AsBh(LoadPairs(panel + p * stride, full, index, true));
+    TileStep<P, M>(xp, full, w, acc);
+  }
+#pragma GCC unroll 12
+  for (int t = 0; t < M; ++t) {
+    Store(y + t * ldy, acc[0][t], rows, accumulate);
+    if (P == 2 && rows > kRows) Store(y + t * ldy + kRows, acc[P - 1][t], rows - kRows, accumulate);
+  }
 }
 
-using TileFn = void (*)(const uint32_t*, const bf16*, size_t, bool, float*, size_t, size_t, bool);
-constexpr TileFn kTiles[kTile + 1] = {nullptr,      PanelTile<1>, PanelTile<2>,
-                                      PanelTile<3>, PanelTile<4>, PanelTile<5>,
-                                      PanelTile<6>, PanelTile<7>, PanelTile<8>};
+using TileFn = void (*)(const uint32_t*, const bf16*, size_t, size_t, bool, float*, size_t, size_t,
+                        bool);
+template <int P>
+constexpr TileFn kTiles[kTile + 1] = {
+    nullptr,          PanelTile<P, 1>,  PanelTile<P, 2>, PanelTile<P, 3>, PanelTile<P, 4>,
+    PanelTile<P, 5>,  PanelTile<P, 6>,  PanelTile<P, 7>, PanelTile<P, 8>, PanelTile<P, 9>,
+    PanelTile<P, 10>, PanelTile<P, 11>, PanelTile<P, 12>};
 
 // One token against two full panels at once, two accumulators each (even / odd pairs) so the
 // vdpbf16ps latency does not bound the stream; two distant panels give the hardware prefetchers
@@ -157,14 +177,16 @@ void MatMulBf16Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float
                  y + j * kRows, y + (j + half) * kRows, accumulate);
     for (size_t p = 2 * half; p < panels; ++p) {
       const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
-      PanelTile<1>(xp, base + p * w.row_stride, pairs, k % 2, y + p * kRows, ldy, rows, accumulate);
+      PanelTile<1, 1>(xp, base + p * w.row_stride, 0, pairs, k % 2, y + p * kRows, ldy, rows,
+                      accumulate);
     }
     return;
   }
   // Blocks of x that stay in L2 while every panel streams past them: when all of x fits, each
   // tile runs a panel's whole k in registers (one sequential stream of W); otherwise blocks of
-  // 192 tokens × 512 column pairs (384 KiB of pairs), partial sums through y.
-  constexpr size_t kL2Budget = 512 * 1024, kMc = 24 * kTile, kKp = 512;
+  // 192 tokens × 512 column pairs (384 KiB of pairs), partial sums through y. Each tile: 12
+  // tokens × 32 rows, 24 accumulators (as the dense GemmBf16 tile).
+  constexpr size_t kL2Budget = 512 * 1024, kMc = 16 * kTile, kKp = 512;
   const bool whole = Bf16PanelXPairs(m, k) * 4 <= kL2Budget;
   const size_t mc = whole ? m : kMc, kp_max = whole ? pairs : kKp;
   for (size_t t0 = 0; t0 < m; t0 += mc) {
@@ -172,13 +194,16 @@ void MatMulBf16Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float
     for (size_t i0 = 0; i0 < pairs; i0 += kp_max) {
       const size_t kp = pairs - i0 < kp_max ? pairs - i0 : kp_max;
       const bool odd = k % 2 == 1 && i0 + kp == pairs;
-      for (size_t p = 0; p < panels; ++p) {
-        const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
+      // Two panels (32 rows) per tile, a last odd panel alone.
+      for (size_t p = 0; p < panels; p += 2) {
+        const size_t np = panels - p >= 2 ? 2 : 1, left = w.rows - p * kRows;
+        const size_t rows = left < np * kRows ? left : np * kRows;
         const bf16* panel = base + p * w.row_stride + 2 * i0 * kRows;
         for (size_t t = t0; t < t1; t += kTile) {
           const size_t tokens = t1 - t < kTile ? t1 - t : kTile;
-          kTiles[tokens](xp + t / kTile * pairs * kTile + i0 * kTile, panel, kp, odd,
-                         y + t * ldy + p * kRows, ldy, rows, accumulate || i0 > 0);
+          (np == 2 ? kTiles<2> : kTiles<1>)[tokens](
+              xp + t / kTile * pairs * kTile + i0 * kTile, panel, w.row_stride, kp, odd,
+              y + t * ldy + p * kRows, ldy, rows, accumulate || i0 > 0);
         }
       }
     }
