@@ -27,10 +27,11 @@ constexpr size_t kBlock = 32;
 constexpr size_t kGroupRows = 8;
 constexpr size_t kBlockCodeBytes = 128;
 constexpr size_t kPairRows = 2 * kGroupRows;
-// Per-token, per-block constants (0.5·d and 12·sum) precomputed for a run of tokens.
+// Per-token, per-block constants (0.5·d and −12·sum) precomputed for a run of tokens.
 constexpr size_t kTokenConstants = 4096;
-// Tokens per pass over a block's decoded weights: 8 weight + 8 int + 8 f32 accumulators.
-constexpr int kTile = 8;
+// Tokens per pass over a block's decoded weights: 8 weight registers + 16 f32 accumulators (the
+// integer sums live only within one token's step); a run's tail goes by 8 and then 1-7.
+constexpr int kTile = 16;
 
 inline __m512i Broadcast4(const int8_t* p) {
   int32_t v;
@@ -38,7 +39,7 @@ inline __m512i Broadcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// Token constants of one block: h = 0.5f·d (the reference's factor) and c = 12·sum (the offset
+// Token constants of one block: h = 0.5f·d (the reference's factor) and c = −12·sum (the offset
 // of u), for tokens t of a run at h[t·stride], c[t·stride].
 struct TokenBlock {
   const int8_t* q;  // token 0's 32 activations of the block
@@ -109,18 +110,22 @@ struct GroupPair {
 };
 
 // acc[t] = fmaf(float(S), dw · h, acc[t]) for T tokens and one block, S the exact dot of u − 12
-// and q. Few tokens run each dot as two vpdpbusd chains (even / odd registers) so that the
-// latency of one chain does not bound a decode step; integer sums are exact in any order.
+// and q: the vpdpbusd chain starts from −12·Σq instead of subtracting it after. Few tokens run
+// each dot as two chains (even / odd registers) so that the latency of one chain does not bound a
+// decode step; integer sums are exact in any order.
 template <int T>
 inline void BlockDot(const __m512i u[8], const __m512 dw, const TokenBlock& x, size_t b,
                      __m512 acc[T]) {
   constexpr bool kTwoChains = T < 4;
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
     const int8_t* q = x.q + t * x.ldq + b * kBlock;
-    __m512i s0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], Broadcast4(q));
+    const __m512i offset = _mm512_set1_epi32(x.c[t * x.stride + b]);
+    __m512i s0 = _mm512_dpbusd_epi32(offset, u[0], Broadcast4(q));
     __m512i s1 = kTwoChains ? _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], Broadcast4(q + 4))
                             : _mm512_dpbusd_epi32(s0, u[1], Broadcast4(q + 4));
     if (!kTwoChains) s0 = s1;
+#pragma GCC unroll 4
     for (int c = 1; c < 4; ++c) {
       s0 = _mm512_dpbusd_epi32(s0, u[2 * c], Broadcast4(q + 8 * c));
       if (kTwoChains)
@@ -128,8 +133,7 @@ inline void BlockDot(const __m512i u[8], const __m512 dw, const TokenBlock& x, s
       else
         s0 = _mm512_dpbusd_epi32(s0, u[2 * c + 1], Broadcast4(q + 8 * c + 4));
     }
-    const __m512i s = kTwoChains ? _mm512_add_epi32(s0, s1) : s0;
-    const __m512i st = _mm512_sub_epi32(s, _mm512_set1_epi32(x.c[t * x.stride + b]));
+    const __m512i st = kTwoChains ? _mm512_add_epi32(s0, s1) : s0;
     const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(x.h[t * x.stride + b]));
     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(st), scale, acc[t]);
   }
@@ -141,6 +145,7 @@ template <int T>
 void PairTile(const GroupPair& w, size_t blocks, const TokenBlock& x, float* y, size_t ldy,
               size_t rows, bool accumulate) {
   __m512 acc[T];
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
     w.Prefetch(b);
@@ -149,6 +154,7 @@ void PairTile(const GroupPair& w, size_t blocks, const TokenBlock& x, float* y, 
     BlockDot<T>(u, w.Scales(b), x, b, acc);
   }
   const __mmask16 mask = static_cast<__mmask16>((1u << rows) - 1);
+#pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
     float* out = y + t * ldy;
     const __m512 v = accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask, out), acc[t]) : acc[t];
@@ -156,15 +162,21 @@ void PairTile(const GroupPair& w, size_t blocks, const TokenBlock& x, float* y, 
   }
 }
 
-// Tokens [0, n) of a run against one group pair, in tiles of kTile.
+// Tokens [0, n) of a run against one group pair, in tiles of kTile, then 8, then the rest.
 void PairTokens(const GroupPair& w, size_t blocks, TokenBlock x, size_t n, float* y, size_t ldy,
                 size_t rows, bool accumulate) {
   size_t t = 0;
-  for (; t + kTile <= n; t += kTile) {
+  auto advance = [&](size_t tokens) {
+    t += tokens;
+    x.q += tokens * x.ldq;
+    x.h += tokens * x.stride;
+    x.c += tokens * x.stride;
+  };
+  for (; t + kTile <= n; advance(kTile))
     PairTile<kTile>(w, blocks, x, y + t * ldy, ldy, rows, accumulate);
-    x.q += kTile * x.ldq;
-    x.h += kTile * x.stride;
-    x.c += kTile * x.stride;
+  if (t + 8 <= n) {
+    PairTile<8>(w, blocks, x, y + t * ldy, ldy, rows, accumulate);
+    advance(8);
   }
   y += t * ldy;
   switch (n - t) {
@@ -206,7 +218,7 @@ void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy,
     for (size_t t = 0; t < n; ++t)
       for (size_t b = 0; b < blocks; ++b) {
         h[t * blocks + b] = 0.5f * x.d[(t0 + t) * x.ldd + b];
-        c[t * blocks + b] = 12 * x.sum[(t0 + t) * x.ldd + b];
+        c[t * blocks + b] = -12 * x.sum[(t0 + t) * x.ldd + b];
       }
     const TokenBlock xt{x.q + t0 * x.ldq, x.ldq, h, c, blocks};
     for (size_t g = 0; g < groups; g += 2) {
