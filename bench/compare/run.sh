@@ -77,12 +77,13 @@ run_moeserve() {  # $1 round
   local log=$LOGDIR/moeserve.r$1.log
   # shellcheck disable=SC2086
   "$MOESERVE" bench --model "$HF" --runs "$REPS" --prompt-len "$PP" --decode-tokens "$TG" \
-    --threads "$THREADS" --decode-batch "$NPL" $MOESERVE_FLAGS > "$log" 2>&1 ||
+    --threads "$THREADS" --decode-batch "$NPL" --batch-tokens both $MOESERVE_FLAGS > "$log" 2>&1 ||
     { echo "moeserve bench failed, see $log" >&2; return 0; }
   awk -v r="$1" -v npl="$NPL" '
     /^prefill \(/ { for (i = 1; i < NF; i++) if ($(i+1) == "tok/s") { print r "\tmoeserve\tprefill\t" $i; break } }
     /^decode \(batch 1\):/ { print r "\tmoeserve\tdecode\t" $4 }
-    $0 ~ "^decode \\(batch " npl "\\):" { print r "\tmoeserve\tbatch\t" $4 }' "$log" >> "$RES"
+    $0 ~ "^decode \\(batch " npl "\\):.*distinct tokens" { print r "\tmoeserve\tbatch\t" $4 }
+    $0 ~ "^decode \\(batch " npl "\\):.*same tokens" { print r "\tmoeserve\tbatch_same\t" $4 }' "$log" >> "$RES"
 }
 
 run_llama() {  # $1 round, $2 engine (ik|llama)
@@ -108,8 +109,11 @@ EOF
   if (cd "$LOGDIR" && exec "$bin/llama-batched-bench" -m "$GGUF" -t "$THREADS" -c 4096 -b 2048 -ub 512 -npp "$NPP" \
        -ntg "$NTG" -npl "1,$NPL" $bflags) > "$log" 2>&1; then
     # | PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |
-    awk -F'|' -v r="$1" -v e="$2" -v npl="$NPL" '
-      NF >= 11 && $4 + 0 == npl && $2 ~ /[0-9]/ { gsub(/ /, "", $9); print r "\t" e "\tbatch\t" $9 }' \
+    # ik's llama-batched-bench feeds token 0 to every sequence (all route to the same experts),
+    # mainline's random tokens: each is compared with moeserve's run of the same kind.
+    local kind=$([ "$2" = ik ] && echo batch_same || echo batch)
+    awk -F'|' -v r="$1" -v e="$2" -v npl="$NPL" -v kind="$kind" '
+      NF >= 11 && $4 + 0 == npl && $2 ~ /[0-9]/ { gsub(/ /, "", $9); print r "\t" e "\t" kind "\t" $9 }' \
       "$log" >> "$RES"
   else echo "$2 llama-batched-bench failed, see $log" >&2; fi
 }
@@ -130,7 +134,8 @@ for line in open(sys.argv[1]):
     r, e, m, x = line.split("\t"); v[e, m].append(float(x))
 med = {k: statistics.median(x) for k, x in v.items()}
 cols = [("moeserve", "moeserve"), ("ik", "ik_llama.cpp"), ("llama", "llama.cpp")]
-rows = [("prefill", "prefill tok/s"), ("decode", "decode b1 tok/s"), ("batch", f"{sys.argv[2]}-seq decode tok/s")]
+rows = [("prefill", "prefill tok/s"), ("decode", "decode b1 tok/s"),
+        ("batch", f"{sys.argv[2]}-seq, own tokens"), ("batch_same", f"{sys.argv[2]}-seq, same token")]
 def f(k): return f"{med[k]:.1f}" if k in med else "-"
 def ratio(m, e): return f"{med['moeserve', m] / med[e, m]:.2f}" if ('moeserve', m) in med and (e, m) in med else "-"
 print(f"\n{'':22}" + "".join(f"{n:>14}" for _, n in cols) + f"{'ms/ik':>9}{'ms/llama':>10}   n(rounds)")

@@ -23,6 +23,10 @@ struct BenchOptions {
   size_t decode_tokens = 32;
   size_t runs = 3;
   size_t decode_batch = 1;  // > 1: also decode this many sequences together (a serving step)
+  // The batched sequences' input tokens: "distinct" (sequence b feeds (b + i) mod vocab at step
+  // i, so their routes differ as real clients' do) or "same" (every sequence feeds token 0, as
+  // ik_llama.cpp's llama-batched-bench does: all route to the same experts), or "both".
+  std::string batch_tokens = "distinct";
   std::string kv_cache_dtype = "auto";
 };
 
@@ -85,7 +89,11 @@ int RunBench(const BenchOptions& o) {
   // The roofline is measured again before every run: on a shared machine the bandwidth and the
   // compute left to this process drift over minutes, and a figure is only comparable with the
   // roofline of the same moment. Medians of both are reported.
-  std::vector<double> read_gbps, bf16_gflops, f32_gflops, batch_step_s;
+  std::vector<double> read_gbps, bf16_gflops, f32_gflops;
+  std::vector<std::string> batch_modes;
+  if (o.batch_tokens != "same") batch_modes.push_back("distinct");
+  if (o.batch_tokens != "distinct") batch_modes.push_back("same");
+  std::vector<std::vector<double>> batch_step_s(batch_modes.size());  // per mode
   for (size_t run = 0; run < o.runs + 1; ++run) {  // run 0 warms caches and page tables
     if (run > 0) {
       const kernels::Roofline roof = kernels::MeasureRoofline(pool);
@@ -129,17 +137,20 @@ int RunBench(const BenchOptions& o) {
         model->Forward(fill, kv, logits.data());
       }
       std::vector<float> batch_logits(batch_tables.size() * vocab);
-      const double tb = Now();
-      for (size_t i = 0; i < o.decode_tokens; ++i) {
-        model::Batch step;
-        for (size_t b = 0; b < batch_tables.size(); ++b) {
-          step.token_ids.push_back(static_cast<int32_t>((b + i) % vocab));
-          step.seqs.push_back({1, prompt.size() + i, batch_tables[b]});
-          step.logits_rows.push_back(static_cast<int32_t>(b));
+      for (size_t mode = 0; mode < batch_modes.size(); ++mode) {
+        const bool same = batch_modes[mode] == "same";
+        const double tb = Now();
+        for (size_t i = 0; i < o.decode_tokens; ++i) {
+          model::Batch step;
+          for (size_t b = 0; b < batch_tables.size(); ++b) {
+            step.token_ids.push_back(same ? 0 : static_cast<int32_t>((b + i) % vocab));
+            step.seqs.push_back({1, prompt.size() + i, batch_tables[b]});
+            step.logits_rows.push_back(static_cast<int32_t>(b));
+          }
+          model->Forward(step, kv, batch_logits.data());
         }
-        model->Forward(step, kv, batch_logits.data());
+        if (run > 0) batch_step_s[mode].push_back((Now() - tb) / o.decode_tokens);
       }
-      if (run > 0) batch_step_s.push_back((Now() - tb) / o.decode_tokens);
     }
     if (run == 0) continue;
     prefill_comm.push_back(prefill_c / prefill_s);
@@ -175,12 +186,13 @@ int RunBench(const BenchOptions& o) {
       "decode (batch 1): %.2f tok/s; %.1f MB of weights per token -> %.1f GB/s = %.0f%% of the "
       "read bandwidth  [median of %zu]\n",
       d, bytes / 1e6, gbps, 100 * gbps / roof.read_gbps, o.runs);
-  if (!batch_step_s.empty()) {
-    const double step = Median(batch_step_s), all = static_cast<double>(model->WeightBytes());
+  for (size_t mode = 0; mode < batch_modes.size(); ++mode) {
+    if (batch_step_s[mode].empty()) continue;
+    const double step = Median(batch_step_s[mode]), all = static_cast<double>(model->WeightBytes());
     std::printf(
-        "decode (batch %zu): %.1f tok/s, %.1f ms per step; reading all %.0f MB of weights once "
-        "takes %.1f ms at the read bandwidth  [median of %zu]\n",
-        o.decode_batch, o.decode_batch / step, step * 1e3, all / 1e6,
+        "decode (batch %zu): %.1f tok/s, %.1f ms per step (%s tokens); reading all %.0f MB of "
+        "weights once takes %.1f ms at the read bandwidth  [median of %zu]\n",
+        o.decode_batch, o.decode_batch / step, step * 1e3, batch_modes[mode].c_str(), all / 1e6,
         all / (roof.read_gbps * 1e9) * 1e3, o.runs);
   }
   if (comm.size() > 1)
@@ -210,6 +222,13 @@ CommandRegistration reg{
           ->capture_default_str();
       sub.add_option("--decode-batch", o->decode_batch,
                      "Also decode this many sequences together (a serving step); 1: only batch 1")
+          ->capture_default_str();
+      sub.add_option(
+             "--batch-tokens", o->batch_tokens,
+             "Input tokens of the batched sequences: distinct (each its own, so their "
+             "experts differ as real clients' do) or same (all token 0, as ik_llama.cpp's "
+             "llama-batched-bench feeds them: every sequence routes to the same experts), or both")
+          ->check(CLI::IsMember({"distinct", "same", "both"}))
           ->capture_default_str();
       return [o, serve_opts, serve] {
         if (serve->parsed()) return client::RunServeBenchmark(*serve_opts);
