@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <random>
 
 #include "apps/command_registry.h"
@@ -12,6 +13,8 @@
 #include "client/bench_serve.h"
 #include "core/check.h"
 #include "kernels/roofline.h"
+#include "loader/json_config.h"
+#include "loader/quant_config.h"
 
 namespace moeserve::apps {
 namespace {
@@ -42,13 +45,30 @@ double Now() {
 // Multiply-adds x2 per prompt token of a prefill of `t` tokens: projections, router, the top-k
 // experts, and causal attention (QK and PV over on average (t+1)/2 keys). The LM head runs for the
 // last token only and is left out.
-double PrefillFlopsPerToken(const model::ModelConfig& c, size_t t) {
+// A prompt token's operations (2 per multiply-add): the routed experts', and the rest (attention
+// projections and scores, router).
+struct PrefillOps {
+  double experts = 0, rest = 0;
+  double total() const { return experts + rest; }
+};
+
+PrefillOps PrefillOpsPerToken(const model::ModelConfig& c, size_t t) {
   const double h = c.hidden_size, qw = c.q_width(), kw = c.kv_width();
   const double proj = 2 * h * (qw + 2 * kw) + 2 * qw * h;
   const double router = 2 * h * c.num_experts;
   const double experts = c.num_experts_per_token * 3.0 * 2 * h * c.expert_intermediate_size;
   const double attn = 2.0 * 2 * qw * (t + 1) / 2.0;
-  return c.num_layers * (proj + router + experts + attn);
+  return {c.num_layers * experts, c.num_layers * (proj + router + attn)};
+}
+
+// Do the experts run as MXFP4 x int8 (an MXFP4 checkpoint with int8 activations)?
+bool Int8Experts(const ModelOptions& mo) {
+  if (mo.activation_dtype == "bf16") return false;
+  const loader::QuantConfig q = loader::ParseQuantConfig(
+      loader::JsonConfig::FromFile((std::filesystem::path(mo.model_dir) / "config.json").string()));
+  return q.method == loader::QuantMethod::kMxfp4 &&
+         (q.IsQuantized("model.layers.0.block_sparse_moe.experts.0.w1") ||
+          q.IsQuantized("model.layers.0.mlp.experts.0.gate_proj"));
 }
 
 int RunBench(const BenchOptions& o) {
@@ -89,7 +109,7 @@ int RunBench(const BenchOptions& o) {
   // The roofline is measured again before every run: on a shared machine the bandwidth and the
   // compute left to this process drift over minutes, and a figure is only comparable with the
   // roofline of the same moment. Medians of both are reported.
-  std::vector<double> read_gbps, bf16_gflops, f32_gflops;
+  std::vector<double> read_gbps, bf16_gflops, f32_gflops, int8_gops;
   std::vector<std::string> batch_modes;
   if (o.batch_tokens != "same") batch_modes.push_back("distinct");
   if (o.batch_tokens != "distinct") batch_modes.push_back("same");
@@ -100,6 +120,7 @@ int RunBench(const BenchOptions& o) {
       read_gbps.push_back(roof.read_gbps);
       bf16_gflops.push_back(roof.bf16_fma_gflops);
       f32_gflops.push_back(roof.f32_fma_gflops);
+      int8_gops.push_back(roof.int8_dot_gops);
     }
     model::Batch prefill;
     prefill.token_ids = prompt;
@@ -167,7 +188,9 @@ int RunBench(const BenchOptions& o) {
   roof.read_gbps = Median(read_gbps);
   roof.bf16_fma_gflops = Median(bf16_gflops);
   roof.f32_fma_gflops = Median(f32_gflops);
-  const double flops = PrefillFlopsPerToken(cfg, o.prompt_len);
+  roof.int8_dot_gops = Median(int8_gops);
+  const PrefillOps ops = PrefillOpsPerToken(cfg, o.prompt_len);
+  const double flops = ops.total();
   const double bytes = static_cast<double>(model->DecodeBytesPerToken());
   // The prompt's FLOPs are the whole model's, shared by all ranks; the probes ran on rank 0's
   // threads only, so with several ranks the peak compared against is rank 0's times their number.
@@ -175,13 +198,26 @@ int RunBench(const BenchOptions& o) {
   const double all_ranks_peak = roof.bf16_fma_gflops * comm.size();
   std::printf(
       "\nmachine (medians of the per-run probes): read bandwidth %.1f GB/s, bf16 FMA peak %.0f "
-      "GFLOP/s, f32 FMA peak %.0f GFLOP/s\n",
-      roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops);
-  std::printf(
-      "prefill (%zu-token prompt): %.1f tok/s = %.1f GFLOP/s = %.0f%% of the bf16 peak%s  [median "
-      "of %zu]\n",
-      o.prompt_len, p, gflops, 100 * gflops / all_ranks_peak,
-      comm.size() > 1 ? " (rank 0's x ranks)" : "", o.runs);
+      "GFLOP/s, f32 FMA peak %.0f GFLOP/s, int8 dot peak %.0f GOP/s\n",
+      roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops, roof.int8_dot_gops);
+  if (Int8Experts(o.model) && roof.int8_dot_gops > 0) {
+    // The experts' int8 operations at the int8 peak, the rest at the bf16 peak: the prompt's
+    // time at the roofline, and the share of it achieved.
+    const double peak_s =
+        ops.experts / (roof.int8_dot_gops * comm.size() * 1e9) + ops.rest / (all_ranks_peak * 1e9);
+    std::printf(
+        "prefill (%zu-token prompt): %.1f tok/s = %.1f GOP/s (experts int8, the rest bf16) = "
+        "%.0f%% of the roofline (experts at the int8 dot peak, the rest at the bf16 peak: %.0f "
+        "tok/s)%s  [median of %zu]\n",
+        o.prompt_len, p, gflops, 100 * p * peak_s, 1 / peak_s,
+        comm.size() > 1 ? " (rank 0's x ranks)" : "", o.runs);
+  } else {
+    std::printf(
+        "prefill (%zu-token prompt): %.1f tok/s = %.1f GFLOP/s = %.0f%% of the bf16 peak%s  "
+        "[median of %zu]\n",
+        o.prompt_len, p, gflops, 100 * gflops / all_ranks_peak,
+        comm.size() > 1 ? " (rank 0's x ranks)" : "", o.runs);
+  }
   std::printf(
       "decode (batch 1): %.2f tok/s; %.1f MB of weights per token -> %.1f GB/s = %.0f%% of the "
       "read bandwidth  [median of %zu]\n",

@@ -121,6 +121,8 @@ void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy,
 // Roofline probes (calling thread only).
 double SumBuffer(const float* data, size_t n);
 void F32FmaChains(size_t iterations, float* sink);  // 12 chains × 16 flop per iteration each
+// 12 chains of vpmaddubsw + vpaddw: 32 multiply-adds (64 int8 ops) per iteration each.
+void Int8DotChains(size_t iterations, int32_t* sink);
 }  // namespace avx2
 
 namespace avx512bf16 {
@@ -168,9 +170,10 @@ void MatMulBf16Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float
 void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, bool accumulate);
 
 // Roofline probes: each runs on the calling thread only.
-double SumBuffer(const float* data, size_t n);       // streaming read
-void Bf16DotChains(size_t iterations, float* sink);  // 12 chains × 64 flop per iteration each
-void F32FmaChains(size_t iterations, float* sink);   // 12 chains × 32 flop per iteration each
+double SumBuffer(const float* data, size_t n);         // streaming read
+void Bf16DotChains(size_t iterations, float* sink);    // 12 chains × 64 flop per iteration each
+void F32FmaChains(size_t iterations, float* sink);     // 12 chains × 32 flop per iteration each
+void Int8DotChains(size_t iterations, int32_t* sink);  // vpdpbusd: 12 chains × 128 ops each
 }  // namespace avx512bf16
 
 // The MatMul row-range kernel for the ISA in use, on x prepared once per call (matmul.cc).

@@ -83,6 +83,7 @@ Roofline MeasureRoofline(ThreadPool& pool) {
   // halved the 2-thread figure.
   const size_t iters = 200'000;
   std::vector<float> fsinks(threads);
+  std::vector<int32_t> isinks(threads);
   if (isa == Isa::kAvx512Bf16) {
     const double s = BestSeconds(
         pool, 30, [&](size_t t, size_t) { avx512bf16::Bf16DotChains(iters, &fsinks[t]); });
@@ -90,12 +91,18 @@ Roofline MeasureRoofline(ThreadPool& pool) {
     const double f = BestSeconds(
         pool, 30, [&](size_t t, size_t) { avx512bf16::F32FmaChains(iters, &fsinks[t]); });
     roof.f32_fma_gflops = threads * iters * 12.0 * 32 / f / 1e9;
+    const double q = BestSeconds(
+        pool, 30, [&](size_t t, size_t) { avx512bf16::Int8DotChains(iters, &isinks[t]); });
+    roof.int8_dot_gops = threads * iters * 12.0 * 128 / q / 1e9;
   } else if (isa >= Isa::kAvx2) {
     const double f =
         BestSeconds(pool, 30, [&](size_t t, size_t) { avx2::F32FmaChains(iters, &fsinks[t]); });
     roof.f32_fma_gflops = threads * iters * 12.0 * 16 / f / 1e9;
     // Without a bf16 dot instruction the bf16 GEMM runs on f32 FMAs: same peak.
     roof.bf16_fma_gflops = roof.f32_fma_gflops;
+    const double q =
+        BestSeconds(pool, 30, [&](size_t t, size_t) { avx2::Int8DotChains(iters, &isinks[t]); });
+    roof.int8_dot_gops = threads * iters * 12.0 * 64 / q / 1e9;
   }
   return roof;
 }

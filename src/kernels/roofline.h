@@ -10,6 +10,9 @@ struct Roofline {
   double bf16_fma_gflops =
       0;                      // peak of the bf16 dot-product instruction the GEMM uses, all threads
   double f32_fma_gflops = 0;  // peak f32 FMA, all threads
+  // Peak of the int8 dot-product step the MXFP4 x int8 kernel uses (vpdpbusd with VNNI, else
+  // vpmaddubsw + vpaddw), all threads, 2 ops per multiply-add.
+  double int8_dot_gops = 0;
 };
 
 // Takes ~1 s. Uses every thread of the pool.

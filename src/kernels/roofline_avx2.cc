@@ -32,4 +32,17 @@ void F32FmaChains(size_t iterations, float* sink) {
   *sink = HorizontalSum(s);
 }
 
+void Int8DotChains(size_t iterations, int32_t* sink) {
+  // As the MXFP4 kernel's inner step: vpmaddubsw into int16 sums (wrapping is harmless here).
+  __m256i acc[12];
+  for (int c = 0; c < 12; ++c) acc[c] = _mm256_set1_epi16(static_cast<int16_t>(c));
+  const __m256i a = _mm256_set1_epi8(3), b = _mm256_set1_epi8(-1);
+  for (size_t i = 0; i < iterations; ++i) {
+    for (int c = 0; c < 12; ++c) acc[c] = _mm256_add_epi16(acc[c], _mm256_maddubs_epi16(a, b));
+  }
+  __m256i s = acc[0];
+  for (int c = 1; c < 12; ++c) s = _mm256_add_epi16(s, acc[c]);
+  *sink = _mm256_extract_epi16(s, 0);
+}
+
 }  // namespace moeserve::kernels::avx2

@@ -34,6 +34,18 @@ void Bf16DotChains(size_t iterations, float* sink) {
   *sink = _mm512_reduce_add_ps(s);
 }
 
+void Int8DotChains(size_t iterations, int32_t* sink) {
+  __m512i acc[12];
+  for (int c = 0; c < 12; ++c) acc[c] = _mm512_set1_epi32(c);
+  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-1);
+  for (size_t i = 0; i < iterations; ++i) {
+    for (int c = 0; c < 12; ++c) acc[c] = _mm512_dpbusd_epi32(acc[c], a, b);
+  }
+  __m512i s = acc[0];
+  for (int c = 1; c < 12; ++c) s = _mm512_add_epi32(s, acc[c]);
+  *sink = _mm512_reduce_add_epi32(s);
+}
+
 void F32FmaChains(size_t iterations, float* sink) {
   __m512 acc[12];
   for (int c = 0; c < 12; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
