@@ -42,7 +42,7 @@ std::pair<size_t, size_t> SplitRangeAligned(size_t n, Shard shard, size_t align)
 // How weights are prepared at load.
 struct LoadOptions {
   // MXFP4 linear weights repacked into kernels::WeightFormat::kMxfp4I8 (their activations then
-  // go through int8 dot products); otherwise every weight is a view into the checkpoint.
+  // go through int8 dot products); otherwise they are views into the checkpoint.
   bool int8_activations = false;
   // bf16 linear weights repacked into 16-row panels (kernels::WeightFormat::kBf16Panel: the AVX2
   // and AVX-512 BF16 panel kernels' layout). Off: they are views into the checkpoint.
