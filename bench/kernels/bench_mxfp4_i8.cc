@@ -1,7 +1,8 @@
 // bench_mxfp4_i8: the int8 MXFP4 path (mxfp4_i8.h: Q8 activations × repacked kMxfp4I8 weights,
 // through MatMul, so the ISA's kernel: VNNI on AVX-512 BF16, else AVX2) beside the unrepacked
-// kMxfp4 path through MatMul (bf16 activations), on the MiniMax-M2.1 expert shapes, 2 threads by default. Weights are cycled through 64 copies (> 4x
-// the LLC) so every run reads them from DRAM. The int8 time includes quantizing x.
+// kMxfp4 path through MatMul (bf16 activations), on the MiniMax-M2.1 expert shapes, 2 threads by
+// default. Weights are cycled through 64 copies (> 4x the LLC) so every run reads them from DRAM.
+// The int8 time includes quantizing x.
 //   m = 1: GB/s of weight bytes read, beside a read-bandwidth probe of the same bytes run just
 //          before each kernel run (the shared host's bandwidth drifts), and the roofline's.
 //   m = 16, 512: GOP/s = 2·m·rows·cols / time.
