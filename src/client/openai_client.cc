@@ -117,6 +117,20 @@ OpenAIClient::OpenAIClient(Endpoint endpoint, ClientOptions options)
 
 OpenAIClient::~OpenAIClient() = default;
 
+namespace {
+
+// A request that failed to read or write before any response byte, on a connection kept alive
+// from an earlier request: the server closed it in between. llama-server does this after every
+// streamed response although it answers `Keep-Alive: timeout=5, max=100`. curl and the openai
+// SDKs send such a request again on a new connection; so do we, once, outside the retry budget
+// (the server never saw it: the request's bytes went into a dead socket). httplib has closed the
+// socket, so the next send connects afresh.
+bool DiedOnStaleConnection(httplib::Error e, int status) {
+  return status == 0 && (e == httplib::Error::Read || e == httplib::Error::Write);
+}
+
+}  // namespace
+
 void OpenAIClient::Backoff(int attempt) {
   ++retries_;
   std::this_thread::sleep_for(
@@ -125,8 +139,14 @@ void OpenAIClient::Backoff(int attempt) {
 
 nlohmann::json OpenAIClient::Complete(const nlohmann::json& body) {
   const std::string payload = body.dump();
+  bool resent = false;
   for (int attempt = 0;; ++attempt) {
     auto res = http_->Post(endpoint_.CompletionsPath(), payload, "application/json");
+    if (!res && !resent && DiedOnStaleConnection(res.error(), 0)) {
+      resent = true;
+      --attempt;
+      continue;
+    }
     if (!res) {
       if (ShouldRetry(attempt)) {
         Backoff(attempt);
@@ -153,6 +173,7 @@ nlohmann::json OpenAIClient::Complete(const nlohmann::json& body) {
 void OpenAIClient::StreamComplete(const nlohmann::json& body,
                                   const std::function<void(const nlohmann::json&)>& on_event) {
   const std::string payload = body.dump();
+  bool resent = false;
   for (int attempt = 0;; ++attempt) {
     int status = 0;
     std::string error_body;
@@ -200,6 +221,11 @@ void OpenAIClient::StreamComplete(const nlohmann::json& body,
     auto res = http_->send(req);
     if (status == 200 && !failure) parser.Finish(on_data);
     if (failure) std::rethrow_exception(failure);
+    if (!res && !got_event && !resent && DiedOnStaleConnection(res.error(), status)) {
+      resent = true;
+      --attempt;
+      continue;
+    }
     if (!res) {
       if (!got_event && ShouldRetry(attempt)) {
         Backoff(attempt);
