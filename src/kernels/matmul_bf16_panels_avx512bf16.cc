@@ -7,8 +7,8 @@
 // vdpbf16ps wants, in lane r, the pair (W[r, 2i], W[r, 2i + 1]). A panel's columns 2i and 2i + 1
 // are 64 contiguous bytes (16 rows each, in the panel's lane order), so one vpermw per column pair
 // puts them in pair order and undoes the row order; it is amortized over the tile's tokens. x is
-// packed per call into pairs (x[t, 2i], x[t, 2i + 1]) as one int32, tiles of kTile tokens, and
-// each token's pair is a broadcast folded into vdpbf16ps.
+// packed per call into pairs (x[t, 2i], x[t, 2i + 1]) as one int32, tiles of kTile tokens; one
+// broadcast of a token's pair serves the tile's two panels.
 //
 // Numerics: x rounded to bf16, products exact in f32, sums in f32 in the kernel's order (per lane
 // the pair's two products, then partial sums across column blocks through y): as the AVX2 panel
