@@ -170,40 +170,23 @@ void PairTile(const GroupPair& w, size_t blocks, const TokenBlock& x, float* y, 
   }
 }
 
-// Tokens [0, n) of a run against one group pair, in tiles of kTile, then 8, then the rest.
+using TileFn = void (*)(const GroupPair&, size_t, const TokenBlock&, float*, size_t, size_t, bool);
+constexpr TileFn kTailTiles[9] = {nullptr,     PairTile<1>, PairTile<2>, PairTile<3>, PairTile<4>,
+                                  PairTile<5>, PairTile<6>, PairTile<7>, PairTile<8>};
+
+// Tokens [0, n) of a run against one group pair, in tiles of kTile, then of at most 8.
 void PairTokens(const GroupPair& w, size_t blocks, TokenBlock x, size_t n, float* y, size_t ldy,
                 size_t rows, bool accumulate) {
-  size_t t = 0;
-  auto advance = [&](size_t tokens) {
+  for (size_t t = 0; t < n;) {
+    const size_t left = n - t, tokens = left >= kTile ? kTile : left < 8 ? left : 8;
+    if (tokens == kTile)
+      PairTile<kTile>(w, blocks, x, y + t * ldy, ldy, rows, accumulate);
+    else
+      kTailTiles[tokens](w, blocks, x, y + t * ldy, ldy, rows, accumulate);
     t += tokens;
     x.q += tokens * x.ldq;
     x.h += tokens * x.stride;
     x.c += tokens * x.stride;
-  };
-  for (; t + kTile <= n; advance(kTile))
-    PairTile<kTile>(w, blocks, x, y + t * ldy, ldy, rows, accumulate);
-  if (t + 8 <= n) {
-    PairTile<8>(w, blocks, x, y + t * ldy, ldy, rows, accumulate);
-    advance(8);
-  }
-  y += t * ldy;
-  switch (n - t) {
-    case 1:
-      return PairTile<1>(w, blocks, x, y, ldy, rows, accumulate);
-    case 2:
-      return PairTile<2>(w, blocks, x, y, ldy, rows, accumulate);
-    case 3:
-      return PairTile<3>(w, blocks, x, y, ldy, rows, accumulate);
-    case 4:
-      return PairTile<4>(w, blocks, x, y, ldy, rows, accumulate);
-    case 5:
-      return PairTile<5>(w, blocks, x, y, ldy, rows, accumulate);
-    case 6:
-      return PairTile<6>(w, blocks, x, y, ldy, rows, accumulate);
-    case 7:
-      return PairTile<7>(w, blocks, x, y, ldy, rows, accumulate);
-    default:
-      return;
   }
 }
 
