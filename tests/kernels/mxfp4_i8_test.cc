@@ -348,6 +348,37 @@ TEST(Mxfp4I8MatMul, ExtremeCodesAndActivationsAreExact) {
     ExpectKernelMatchesReference(kernel, q.rows, p.view, rng);
 }
 
+// Scales whose products dw · 0.5d leave the normal range (so a kernel that forms them by adding
+// exponents must not), next to ones just inside it: activation blocks of magnitude 2^±100 and
+// 2^-110 / 2^127 (the half-scales 0.5d stay normal) against weight scales at both ends of e8m0,
+// with zero blocks and NaN / 2^-127 scales among them. Every kernel must still equal the reference
+// bit for bit.
+TEST(Mxfp4I8MatMul, ScalesAtTheEdgesOfTheNormalRangeAreExact) {
+  const size_t rows = 24, k = 256, blocks = k / 32;
+  std::mt19937 rng(37);
+  for (const std::vector<uint8_t>& special : std::vector<std::vector<uint8_t>>{
+           {1, 2, 26, 27, 28, 227, 228, 229, 253, 254}, {0, 1, 127, 254, 255}}) {
+    Mxfp4 src = RandomMxfp4(rows, k, 0, k, rng, special);
+    const Repacked p = Repack(src.view);
+    for (size_t m : {1, 3, 8, 16, 21}) {
+      SCOPED_TRACE(::testing::Message() << "m " << m << " specials " << special.size());
+      std::vector<float> x = RandomF32(m * k, rng, -1, 1);
+      for (size_t t = 0; t < m; ++t)
+        for (size_t b = 0; b < blocks; ++b) {
+          static constexpr int kExponents[] = {-110, -100, -60, 0, 60, 100, 120, 127};
+          const int e = kExponents[(t + 3 * b) % 8];
+          for (size_t i = 0; i < 32; ++i) {
+            float& v = x[t * k + b * 32 + i];
+            v = (t + b) % 5 == 4 ? 0.0f : std::ldexp(v, e);
+          }
+        }
+      const Q8 q = QuantizeReference(x.data(), k, m, k);
+      for (Mxfp4I8Kernel kernel : AvailableKernels())
+        ExpectKernelMatchesReference(kernel, q.rows, p.view, rng);
+    }
+  }
+}
+
 // Against f32 math on the un-quantized x: x's rounding to int8 moves each product by at most
 // |w| · d / 2 per element (d its block's scale), and that is all the error there is besides f32
 // rounding; a wrong column pairing (nibble order, chunk order, offset) misses by ~Σ|w||x|.
