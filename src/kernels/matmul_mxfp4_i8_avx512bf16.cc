@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/exponent_window.h"
 #include "kernels/internal.h"
 
 namespace moeserve::kernels::avx512bf16 {
@@ -41,8 +42,8 @@ inline __m512i Broadcast4(const int8_t* p) {
 }
 
 // Token constants of one block: h = 0.5f·d (the reference's factor) and c = −12·sum (the offset
-// of u), for tokens t of a run at h[t·stride], c[t·stride]; hb = the bits of h (of 1.0f where
-// h = 0) for the exponent-add scale below.
+// of u), for tokens t of a run at h[t·stride], c[t·stride]; hb = ShiftableBits(h), for the
+// exponent-add scale (exponent_window.h).
 struct TokenBlock {
   const int8_t* q;  // token 0's 32 activations of the block
   size_t ldq;
@@ -50,36 +51,6 @@ struct TokenBlock {
   const int32_t* hb;
   const int32_t* c;
   size_t stride;
-};
-
-// The scale dw·h by an integer add instead of a vmulps. dw = 2^(e − 127) is a power of two, so
-// for a normal h whose product stays normal, dw·h is h's bits plus (e − 127) << 23, exactly.
-// The add runs on any of Zen 4's four vector pipes, where vmulps competes with vpdpbusd and the
-// fmadd for two: one core, 16 tokens, hot weights, 2.9 vs 3.25 ns per 16 rows × 32 columns per
-// token (a microbenchmark of the step; the two dot chains below took it to 2.6-2.75).
-// A block takes this path when each of its rows' e is within [lo, hi], the range that keeps
-// every product of the run normal (ExponentWindow); other blocks use the vmulps.
-// An all-zero activation block (h = 0: q = 0 and c = 0, so S = 0) uses hb = 1.0f: the product
-// 0 · dw is +0 either way.
-struct ExponentWindow {
-  int lo = 255, hi = 0;  // empty: no block qualifies
-
-  // From the biased exponents (1 .. 254) of every hb of the run; any other h (subnormal, inf,
-  // NaN) leaves the window empty.
-  static ExponentWindow Of(const int32_t* hb, size_t n) {
-    int min_e = 255, max_e = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const int e = (hb[i] >> 23) & 0xff;
-      if (e == 0 || e == 255) return {};
-      min_e = e < min_e ? e : min_e;
-      max_e = e > max_e ? e : max_e;
-    }
-    if (n == 0) return {};
-    // e_h + e_w − 127 must stay in [1, 254] for every h; e_w = 0 (2^-127, not a normal) and
-    // 255 (NaN) are excluded too.
-    const int lo = 128 - min_e > 1 ? 128 - min_e : 1, hi = 381 - max_e < 254 ? 381 - max_e : 254;
-    return lo <= hi ? ExponentWindow{lo, hi} : ExponentWindow{};
-  }
 };
 
 // Two row groups (or one: `second` false, the high half zero) read block by block.
@@ -254,7 +225,6 @@ void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy,
   alignas(64) float h[kTokenConstants];
   alignas(64) int32_t hb[kTokenConstants];
   alignas(64) int32_t c[kTokenConstants];
-  constexpr float kOne = 1.0f;
   const auto* codes = static_cast<const uint8_t*>(w.data);
   const auto* scales = static_cast<const uint8_t*>(w.scales);
   // Runs of tokens whose constants fit; each run passes over every group pair once.
@@ -264,9 +234,8 @@ void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy,
     const size_t n = x.m - t0 < run ? x.m - t0 : run;
     for (size_t t = 0; t < n; ++t)
       for (size_t b = 0; b < blocks; ++b) {
-        const float hv = 0.5f * x.d[(t0 + t) * x.ldd + b];
-        h[t * blocks + b] = hv;
-        std::memcpy(&hb[t * blocks + b], hv == 0.0f ? &kOne : &hv, 4);
+        h[t * blocks + b] = 0.5f * x.d[(t0 + t) * x.ldd + b];
+        hb[t * blocks + b] = ShiftableBits(h[t * blocks + b]);
         c[t * blocks + b] = -12 * x.sum[(t0 + t) * x.ldd + b];
       }
     const TokenBlock xt{x.q + t0 * x.ldq, x.ldq, h, hb, c, blocks};
