@@ -156,15 +156,23 @@ void ReferenceImpl(const float* q, size_t ldq, std::span<const SeqView> seqs,
       for (size_t h = 0; h < shape.num_heads; ++h) {
         const size_t g = h / group;
         const float* qv = q + (sq.q_begin + i) * ldq + h * d;
+        // The block table is chosen before it is indexed, never as `(is_k ? k : v)[p / bs]`: GCC
+        // 12 rewrites a subscript of ?: into `is_k ? k[idx] : v[idx]` sharing ONE index tree, and
+        // with -fsanitize=shift, integer-divide-by-zero or signed-integer-overflow (all part of
+        // -fsanitize=undefined) that index holds a SAVE_EXPR of p which the gimplifier sets in the
+        // K arm only: V reads used an uninitialised p and the wrong block, and this reference (not
+        // the kernels) was wrong in the ASan + UBSan build (issue 14).
         auto kv_at = [&](bool is_k, size_t p, size_t j) {
           const size_t at = (p % bs) * shape.num_kv_heads + g;
           if (sq.k8) {
-            const uint8_t* block = (is_k ? sq.k8 : sq.v8)[p / bs];
+            const uint8_t* const* table = is_k ? sq.k8 : sq.v8;
+            const uint8_t* block = table[p / bs];
             float scale;
             std::memcpy(&scale, block + scale_offset + at * sizeof(float), sizeof(float));
             return E4M3ToFloat(block[at * d + j]) * scale;
           }
-          return Bf16ToF32((is_k ? sq.k : sq.v)[p / bs][at * d + j]);
+          const bf16* const* table = is_k ? sq.k : sq.v;
+          return Bf16ToF32(table[p / bs][at * d + j]);
         };
         float mx = -std::numeric_limits<float>::infinity();
         for (size_t p = 0; p <= pos; ++p) {
