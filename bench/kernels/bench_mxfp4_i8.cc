@@ -5,7 +5,7 @@
 // The int8 time includes quantizing x.
 //   m = 1: GB/s of weight bytes read, beside a read-bandwidth probe of the same bytes run just
 //          before each kernel run (the shared host's bandwidth drifts), and the roofline's.
-//   m = 16, 512: GOP/s = 2·m·rows·cols / time.
+//   m > 1 (16 and 512 by default): GOP/s = 2·m·rows·cols / time.
 // Figures are medians over the runs.
 //   bench_mxfp4_i8 [--runs N] [--threads N] [--m M] [--hot]
 // --hot: one copy of each weight, LLC-resident after the first run: the kernel's compute rate.
@@ -34,7 +34,7 @@ using bench::Now;
 using bench::ReadProbe;
 
 constexpr size_t kCopies = 64;
-size_t g_only_m = 0;  // --m M: only that m (1, 16 or 512)
+size_t g_only_m = 0;  // --m M: only that m (any; prefill's experts get 1-40 tokens each)
 bool g_hot = false;   // --hot: one copy, LLC-resident after the first run (the kernel's compute)
 
 // One expert shape in both formats, kCopies copies of each (same codes, distinct memory).
@@ -90,11 +90,12 @@ struct Shape {
 void BenchShape(ThreadPool& pool, ReadProbe& probe, double roof_gbps, int runs, const Shape& s,
                 const std::vector<float>& x, std::vector<float>& y) {
   const Weights w = MakeWeights(s.rows, s.cols);
-  for (size_t m : {1, 16, 512}) {
-    if (g_only_m && m != g_only_m) continue;
+  const std::vector<size_t> ms =
+      g_only_m ? std::vector<size_t>{g_only_m} : std::vector<size_t>{1, 16, 512};
+  for (size_t m : ms) {
     // Per path: seconds per run; m = 1 also the probe's seconds before each run.
     std::vector<double> t_i8, t_f32, t_probe;
-    const int n = m == 1 ? 4 * runs : m == 16 ? 2 * runs : runs;
+    const int n = m == 1 ? 4 * runs : m <= 64 ? 2 * runs : runs;
     for (int r = -1; r < n; ++r) {  // round -1 warms up
       const size_t c = g_hot ? 0 : static_cast<size_t>(r + 1) % kCopies;
       const double p = m == 1 ? probe.Seconds(w.bytes) : 0;

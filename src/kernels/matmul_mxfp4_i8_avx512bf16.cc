@@ -195,18 +195,21 @@ void PairTile(const GroupPair& w, size_t blocks, const TokenBlock& x, ExponentWi
 
 using TileFn = void (*)(const GroupPair&, size_t, const TokenBlock&, ExponentWindow, float*, size_t,
                         size_t, bool);
-constexpr TileFn kTailTiles[9] = {nullptr,     PairTile<1>, PairTile<2>, PairTile<3>, PairTile<4>,
-                                  PairTile<5>, PairTile<6>, PairTile<7>, PairTile<8>};
+// Tiles of every size 1 .. kTile, so that a run of n tokens goes in ceil(n / 16) passes of nearly
+// equal size (9 = one pass of 9, 17 = 9 + 8) rather than 16s, an 8 and a 1-7 tail: each pass
+// decodes the block's codes again, and prefill's experts get 1-40 tokens each.
+constexpr TileFn kTiles[kTile + 1] = {
+    nullptr,      PairTile<1>,  PairTile<2>,  PairTile<3>,  PairTile<4>,  PairTile<5>,
+    PairTile<6>,  PairTile<7>,  PairTile<8>,  PairTile<9>,  PairTile<10>, PairTile<11>,
+    PairTile<12>, PairTile<13>, PairTile<14>, PairTile<15>, PairTile<16>};
 
-// Tokens [0, n) of a run against one group pair, in tiles of kTile, then of at most 8.
+// Tokens [0, n) of a run against one group pair, in ceil(n / kTile) tiles as equal as can be.
 void PairTokens(const GroupPair& w, size_t blocks, TokenBlock x, ExponentWindow window, size_t n,
                 float* y, size_t ldy, size_t rows, bool accumulate) {
-  for (size_t t = 0; t < n;) {
-    const size_t left = n - t, tokens = left >= kTile ? kTile : left < 8 ? left : 8;
-    if (tokens == kTile)
-      PairTile<kTile>(w, blocks, x, window, y + t * ldy, ldy, rows, accumulate);
-    else
-      kTailTiles[tokens](w, blocks, x, window, y + t * ldy, ldy, rows, accumulate);
+  const size_t passes = (n + kTile - 1) / kTile;
+  for (size_t p = 0, t = 0; p < passes; ++p) {
+    const size_t tokens = (n - t + (passes - p) - 1) / (passes - p);  // ceil(left / passes left)
+    kTiles[tokens](w, blocks, x, window, y + t * ldy, ldy, rows, accumulate);
     t += tokens;
     x.q += tokens * x.ldq;
     x.h += tokens * x.stride;

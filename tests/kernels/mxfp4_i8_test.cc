@@ -251,13 +251,14 @@ std::vector<Mxfp4I8Kernel> AvailableKernels() {
 }
 
 // Odd row counts (partial groups, an odd number of groups), sub-views starting on group 1, and
-// every token count the kernels tile differently (1-3 two-chain, 4-8, runs of 8 plus a tail).
+// every token count the kernels tile differently (AVX2: tiles of 4 and a 1-3 tail; AVX-512: one
+// pass of each size up to 16, then passes of nearly equal size).
 void ExpectKernelMatchesReferenceOnOddShapes(Mxfp4I8Kernel kernel, std::mt19937& rng) {
   for (size_t k : {32, 64, 96, 3072})
     for (size_t rows : {8, 13, 24, 40}) {
       const Mxfp4 src = RandomMxfp4(rows, k, 0, k, rng, {0, 1, 126, 127, 128, 254});
       const Repacked p = Repack(src.view);
-      for (size_t m : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33}) {
+      for (size_t m : {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 31, 33}) {
         SCOPED_TRACE(::testing::Message() << "m " << m << " rows " << rows << " k " << k);
         const std::vector<float> x = RandomX(m, k, rng);
         const Q8 q = QuantizeReference(x.data(), k + 5, m, k);
