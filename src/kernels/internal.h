@@ -163,6 +163,9 @@ void SiluMul(const float* gate, const float* up, float* out, size_t n);
 inline constexpr size_t kBf16PanelXTile = 12;
 size_t Bf16PanelXPairs(size_t m, size_t k);
 void PackBf16PanelX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* xp);
+// One token's slot of a tile (slot = the tile + its index in it): xr one bf16-rounded row (k
+// values), or null for a padding slot (zeros). Tokens pack independently, so threads can split.
+void PackBf16PanelXSlot(const float* xr, size_t k, uint32_t* slot);
 void MatMulBf16Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                       bool accumulate);
 // As avx2::MatMulMxfp4I8 (same contract, bit for bit), with AVX-512 VNNI (vpdpbusd): two row
@@ -181,12 +184,17 @@ struct PreparedX {
   const float* f32 = nullptr;  // [m, ld]: x itself (f32 W) or x rounded to bf16 (bf16 W, ≤ avx512)
   const bf16* b16 = nullptr;   // [m, ld]: x as bf16 pairs (bf16 W on avx512bf16)
   Q8Rows q8;                   // x quantized to int8 blocks (kMxfp4I8 W), else q8.q null
+  // x packed once for avx512bf16::MatMulBf16Panels (kBf16Panel W on avx512bf16, when the whole x
+  // is prepared for one call: its tiles of 12 tokens cannot be cut at any row); else null, and
+  // each thread packs f32 itself.
+  const uint32_t* panel_pairs = nullptr;
   size_t ld = 0;
   size_t m = 0;
 
-  // Rows [row0, row0 + count) of the same prepared x.
+  // Rows [row0, row0 + count) of the same prepared x (not of a panel_pairs one).
   PreparedX Rows(size_t row0, size_t count) const {
     PreparedX v = *this;
+    if (v.panel_pairs) __builtin_trap();
     if (v.f32) v.f32 += row0 * v.ld;
     if (v.b16) v.b16 += row0 * v.ld;
     if (v.q8.q) v.q8.q += row0 * v.q8.ldq, v.q8.d += row0 * v.q8.ldd, v.q8.sum += row0 * v.q8.ldd;

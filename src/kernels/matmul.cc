@@ -153,8 +153,12 @@ void Mxfp4I8RowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n
 void Bf16PanelRowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1,
                       float* y, size_t ldy, bool accumulate) {
   if (isa == Isa::kAvx512Bf16) {
-    uint32_t* xp = tl_xpack.As<uint32_t>(avx512bf16::Bf16PanelXPairs(x.m, w.cols));
-    avx512bf16::PackBf16PanelX(x.f32, x.ld, x.m, w.cols, xp);
+    const uint32_t* xp = x.panel_pairs;
+    if (!xp) {
+      uint32_t* own = tl_xpack.As<uint32_t>(avx512bf16::Bf16PanelXPairs(x.m, w.cols));
+      avx512bf16::PackBf16PanelX(x.f32, x.ld, x.m, w.cols, own);
+      xp = own;
+    }
     return RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
                               [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
                                 avx512bf16::MatMulBf16Panels(xp, x.m, Bf16PanelRows(w, g0, n), yg,
@@ -244,9 +248,11 @@ namespace {
 
 // Row i of the prepared x from x row rows[i] (rows: null for the identity), on the pool's threads
 // or (pool null) on the calling one.
+// `whole`: the result serves whole-x calls only (never Rows()), so layouts tiled across rows
+// are allowed.
 PreparedX PrepareRows(Isa isa, const WeightMatrix& w, const float* x, size_t ldx,
-                      const size_t* rows, size_t m, size_t k, ScratchBuffer& buf,
-                      ThreadPool* pool) {
+                      const size_t* rows, size_t m, size_t k, ScratchBuffer& buf, ThreadPool* pool,
+                      bool whole = false) {
   auto src = [&](size_t i) { return x + (rows ? rows[i] : i) * ldx; };
   auto for_rows = [&](const auto& fn) {
     auto range = [&](size_t i0, size_t i1) {
@@ -289,6 +295,29 @@ PreparedX PrepareRows(Isa isa, const WeightMatrix& w, const float* x, size_t ldx
   }
   // Rows padded to 32 elements: whole vectors, even for pairs; the padding is zero.
   px.ld = (k + 31) / 32 * 32;
+  if (whole && isa == Isa::kAvx512Bf16 && w.format == WeightFormat::kBf16Panel) {
+    // Packed here once, a tile of 12 tokens per task, instead of by every thread in
+    // Bf16PanelRowsIsa (each packed all of x: ~2% of a 512-token prefill on Zen 4, 2 threads).
+    constexpr size_t kTile = avx512bf16::kBf16PanelXTile;
+    const size_t tiles = (m + kTile - 1) / kTile, pairs = (k + 1) / 2;
+    uint32_t* xp = buf.As<uint32_t>(avx512bf16::Bf16PanelXPairs(m, k));
+    auto pack = [&, ld = px.ld](size_t tile0, size_t tile1) {
+      thread_local ScratchBuffer tl_row;  // this worker's own: one bf16-rounded row
+      float* row = tl_row.As<float>(ld);
+      for (size_t tile = tile0; tile < tile1; ++tile)
+        for (size_t s = 0; s < kTile; ++s) {
+          const size_t i = tile * kTile + s;
+          if (i < m) avx2::RoundRowsToBf16(src(i), ldx, 1, k, row, ld);
+          avx512bf16::PackBf16PanelXSlot(i < m ? row : nullptr, k, xp + tile * pairs * kTile + s);
+        }
+    };
+    if (pool)
+      pool->ParallelFor(tiles, 1, pack);
+    else
+      pack(0, tiles);
+    px.panel_pairs = xp;
+    return px;
+  }
   const bool panel = w.format == WeightFormat::kBf16Panel || w.format == WeightFormat::kFp8Panel;
   if (isa == Isa::kAvx512Bf16 && !panel) {
     bf16* out = buf.As<bf16>(m * px.ld);
@@ -377,11 +406,41 @@ void MatMul(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* 
     return;
   }
   const Isa isa = BestIsa();
-  const PreparedX px = m >= kGemmMinM
-                           ? PrepareXParallel(isa, w, x, ldx, nullptr, m, w.cols, tl_x, pool)
-                           : PrepareX(isa, w, x, ldx, m, w.cols, tl_x);
+  const PreparedX px = PrepareRows(isa, w, x, ldx, nullptr, m, w.cols, tl_x,
+                                   m >= kGemmMinM ? &pool : nullptr, /*whole=*/true);
   pool.ParallelFor(w.rows, MatMulRowGrain(isa, w, m), [&](size_t n0, size_t n1) {
     MatMulRows(isa, px, w, n0, n1, y, ldy, accumulate);
+  });
+}
+
+void MatMulSharedX(const float* x, size_t ldx, size_t m, std::span<const MatMulOutput> outs,
+                   ThreadPool& pool) {
+  if (outs.empty()) return;
+  const WeightMatrix& w0 = *outs[0].w;
+  bool same = true;
+  for (const MatMulOutput& o : outs) {
+    CheckShapes(x, ldx, m, *o.w, o.y, o.ldy);
+    same = same && o.w->format == w0.format && o.w->dtype == w0.dtype && o.w->cols == w0.cols &&
+           o.w->cols > 0;
+  }
+  if (!same || m == 0) {  // x is prepared per weight format: one MatMul each
+    for (const MatMulOutput& o : outs) MatMul(x, ldx, m, *o.w, o.y, o.ldy, pool);
+    return;
+  }
+  const Isa isa = BestIsa();
+  const PreparedX px = PrepareRows(isa, w0, x, ldx, nullptr, m, w0.cols, tl_x,
+                                   m >= kGemmMinM ? &pool : nullptr, /*whole=*/true);
+  // The weights' rows back to back, each padded to the row grain so that every range a thread
+  // gets starts on a grain boundary of its weight.
+  const size_t grain = MatMulRowGrain(isa, w0, m);
+  std::vector<size_t> offset(outs.size() + 1, 0);
+  for (size_t i = 0; i < outs.size(); ++i)
+    offset[i + 1] = offset[i] + (outs[i].w->rows + grain - 1) / grain * grain;
+  pool.ParallelFor(offset.back(), grain, [&](size_t n0, size_t n1) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const size_t lo = offset[i], b = std::max(n0, lo), e = std::min(n1, lo + outs[i].w->rows);
+      if (b < e) MatMulRows(isa, px, *outs[i].w, b - lo, e - lo, outs[i].y, outs[i].ldy, false);
+    }
   });
 }
 

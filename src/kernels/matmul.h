@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 
 #include "kernels/weights.h"
 #include "runtime/thread_pool.h"
@@ -16,6 +17,18 @@ namespace moeserve::kernels {
 // larger m is the prefill GEMM (compute bound: packed, cache-blocked microkernel).
 void MatMul(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* y, size_t ldy,
             ThreadPool& pool, bool accumulate = false);
+
+// One x times several weights (the attention block's q, k and v projections): y_i = x · W_iᵀ,
+// each exactly as MatMul would give it. x is prepared once (rounded / packed / quantized) and the
+// weights' rows are split over the pool as one matrix, so the small ones do not each pay a pass
+// over x and a pool barrier. Weights of different formats or widths go one MatMul each.
+struct MatMulOutput {
+  const WeightMatrix* w;
+  float* y;
+  size_t ldy;
+};
+void MatMulSharedX(const float* x, size_t ldx, size_t m, std::span<const MatMulOutput> outs,
+                   ThreadPool& pool);
 
 // Scalar reference with exactly the numerics above; used by tests.
 void MatMulReference(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* y,

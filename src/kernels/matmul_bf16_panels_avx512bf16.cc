@@ -107,39 +107,41 @@ constexpr TileFn kTiles[kTile + 1] = {
     PanelTile<P, 5>,  PanelTile<P, 6>,  PanelTile<P, 7>, PanelTile<P, 8>, PanelTile<P, 9>,
     PanelTile<P, 10>, PanelTile<P, 11>, PanelTile<P, 12>};
 
-// One token against two full panels at once, two accumulators each (even / odd pairs) so the
+// One token against P (1 or 2) panels at once, two accumulators each (even / odd pairs) so the
 // vdpbf16ps latency does not bound the stream; two distant panels give the hardware prefetchers
-// two streams per core (as the AVX2 kernel's PanelPair1).
-void PanelPair1(const uint32_t* xp, const bf16* p, const bf16* q, size_t pairs, bool odd, float* yp,
-                float* yq, bool accumulate) {
+// two streams per core (as the AVX2 kernel's PanelPair1). A panel's sums are the same whether it
+// goes alone or paired, so decode's y does not depend on how the rows were split over threads.
+// rows[p] ≤ 16 of panel p's rows are stored.
+template <int P>
+void PanelStream1(const uint32_t* xp, const bf16* const panel[P], size_t pairs, bool odd,
+                  float* const y[P], const size_t rows[P], bool accumulate) {
   const __m512i index = PairIndex();
-  __m512 p0 = _mm512_setzero_ps(), p1 = p0, q0 = p0, q1 = p0;
+  __m512 a0[P], a1[P];
+  for (int p = 0; p < P; ++p) a0[p] = a1[p] = _mm512_setzero_ps();
   const size_t full = odd ? pairs - 1 : pairs;
   size_t i = 0;
   for (; i + 2 <= full; i += 2) {
     // 16 KiB ahead into L2 (Zen 4, bench_kernels --panels, q/o/k_proj GEMV: 66-81% of the read
     // roofline with 4 KiB ahead into L1, 77-99% with 8-16 KiB into L2 or none).
     constexpr size_t kAhead = 16384;
-    const char* pc = reinterpret_cast<const char*>(p + 2 * i * kRows) + kAhead;
-    const char* qc = reinterpret_cast<const char*>(q + 2 * i * kRows) + kAhead;
-    _mm_prefetch(pc, _MM_HINT_T1);
-    _mm_prefetch(pc + 64, _MM_HINT_T1);
-    _mm_prefetch(qc, _MM_HINT_T1);
-    _mm_prefetch(qc + 64, _MM_HINT_T1);
+    for (int p = 0; p < P; ++p) {
+      const char* c = reinterpret_cast<const char*>(panel[p] + 2 * i * kRows) + kAhead;
+      _mm_prefetch(c, _MM_HINT_T1);
+      _mm_prefetch(c + 64, _MM_HINT_T1);
+    }
     const __m512bh x0 = Broadcast(xp + i * kTile), x1 = Broadcast(xp + (i + 1) * kTile);
-    p0 = _mm512_dpbf16_ps(p0, AsBh(LoadPairs(p, i, index)), x0);
-    q0 = _mm512_dpbf16_ps(q0, AsBh(LoadPairs(q, i, index)), x0);
-    p1 = _mm512_dpbf16_ps(p1, AsBh(LoadPairs(p, i + 1, index)), x1);
-    q1 = _mm512_dpbf16_ps(q1, AsBh(LoadPairs(q, i + 1, index)), x1);
+    for (int p = 0; p < P; ++p)
+      a0[p] = _mm512_dpbf16_ps(a0[p], AsBh(LoadPairs(panel[p], i, index)), x0);
+    for (int p = 0; p < P; ++p)
+      a1[p] = _mm512_dpbf16_ps(a1[p], AsBh(LoadPairs(panel[p], i + 1, index)), x1);
   }
   for (; i < pairs; ++i) {
     const bool single = odd && i + 1 == pairs;
     const __m512bh x0 = Broadcast(xp + i * kTile);
-    p0 = _mm512_dpbf16_ps(p0, AsBh(LoadPairs(p, i, index, single)), x0);
-    q0 = _mm512_dpbf16_ps(q0, AsBh(LoadPairs(q, i, index, single)), x0);
+    for (int p = 0; p < P; ++p)
+      a0[p] = _mm512_dpbf16_ps(a0[p], AsBh(LoadPairs(panel[p], i, index, single)), x0);
   }
-  Store(yp, _mm512_add_ps(p0, p1), kRows, accumulate);
-  Store(yq, _mm512_add_ps(q0, q1), kRows, accumulate);
+  for (int p = 0; p < P; ++p) Store(y[p], _mm512_add_ps(a0[p], a1[p]), rows[p], accumulate);
 }
 
 }  // namespace
@@ -148,42 +150,59 @@ size_t Bf16PanelXPairs(size_t m, size_t k) {
   return (m + kTile - 1) / kTile * ((k + 1) / 2) * kTile;
 }
 
+void PackBf16PanelXSlot(const float* xr, size_t k, uint32_t* slot) {
+  const size_t pairs = (k + 1) / 2;
+  if (!xr) {
+    for (size_t i = 0; i < pairs; ++i) slot[i * kTile] = 0;
+    return;
+  }
+  // xr holds bf16-rounded values: the top 16 bits of each are the bf16, exactly. A 64-bit lane
+  // (x[2i + 1] << 32 | x[2i]) gives the pair as bits 16..31 and 48..63; vpmovqd narrows 8 of them.
+  const __m512i lo_mask = _mm512_set1_epi64(0x0000ffff), hi_mask = _mm512_set1_epi64(0xffff0000);
+  size_t i = 0;
+  for (; 2 * i + 16 <= k; i += 8) {
+    const __m512i v = _mm512_loadu_si512(xr + 2 * i);
+    const __m512i pair = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi64(v, 16), lo_mask),
+                                         _mm512_and_si512(_mm512_srli_epi64(v, 32), hi_mask));
+    alignas(32) uint32_t out[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi64_epi32(pair));
+    for (int j = 0; j < 8; ++j) slot[(i + j) * kTile] = out[j];
+  }
+  for (; i < pairs; ++i) {
+    uint32_t lo, hi = 0;
+    std::memcpy(&lo, xr + 2 * i, 4);
+    if (2 * i + 1 < k) std::memcpy(&hi, xr + 2 * i + 1, 4);
+    slot[i * kTile] = (lo >> 16) | (hi & 0xffff0000u);
+  }
+}
+
 void PackBf16PanelX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* xp) {
   const size_t pairs = (k + 1) / 2;
-  for (size_t t0 = 0; t0 < m; t0 += kTile) {
-    uint32_t* tile = xp + t0 / kTile * pairs * kTile;
-    for (size_t t = 0; t < kTile; ++t) {
-      if (t0 + t >= m) {
-        for (size_t i = 0; i < pairs; ++i) tile[i * kTile + t] = 0;
-        continue;
-      }
-      const float* row = xr + (t0 + t) * ldxr;
-      // xr holds bf16-rounded values: the top 16 bits of each are the bf16, exactly.
-      for (size_t i = 0; i < pairs; ++i) {
-        uint32_t lo, hi = 0;
-        std::memcpy(&lo, row + 2 * i, 4);
-        if (2 * i + 1 < k) std::memcpy(&hi, row + 2 * i + 1, 4);
-        tile[i * kTile + t] = (lo >> 16) | (hi & 0xffff0000u);
-      }
-    }
-  }
+  for (size_t t0 = 0; t0 < m; t0 += kTile)
+    for (size_t t = 0; t < kTile; ++t)
+      PackBf16PanelXSlot(t0 + t < m ? xr + (t0 + t) * ldxr : nullptr, k,
+                         xp + t0 / kTile * pairs * kTile + t);
 }
 
 void MatMulBf16Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                       bool accumulate) {
   const size_t k = w.cols, pairs = (k + 1) / 2, panels = (w.rows + kRows - 1) / kRows;
   const auto* base = static_cast<const bf16*>(w.data);
-  if (m == 1 && panels >= 2) {
+  if (m == 1) {
     // Decode: the full panels in pairs (j, j + half), two streams at once; an odd or partial
-    // last panel alone.
+    // last panel alone, with the same arithmetic.
     const size_t full = w.rows / kRows, half = full / 2;
-    for (size_t j = 0; j < half; ++j)
-      PanelPair1(xp, base + j * w.row_stride, base + (j + half) * w.row_stride, pairs, k % 2,
-                 y + j * kRows, y + (j + half) * kRows, accumulate);
+    for (size_t j = 0; j < half; ++j) {
+      const bf16* const two[2] = {base + j * w.row_stride, base + (j + half) * w.row_stride};
+      float* const ys[2] = {y + j * kRows, y + (j + half) * kRows};
+      const size_t rows[2] = {kRows, kRows};
+      PanelStream1<2>(xp, two, pairs, k % 2, ys, rows, accumulate);
+    }
     for (size_t p = 2 * half; p < panels; ++p) {
-      const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
-      PanelTile<1, 1>(xp, base + p * w.row_stride, 0, pairs, k % 2, y + p * kRows, ldy, rows,
-                      accumulate);
+      const bf16* const one[1] = {base + p * w.row_stride};
+      float* const ys[1] = {y + p * kRows};
+      const size_t rows[1] = {w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows};
+      PanelStream1<1>(xp, one, pairs, k % 2, ys, rows, accumulate);
     }
     return;
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
 #include "kernels/moe.h"
 #include "test_util.h"
 
@@ -160,6 +161,74 @@ TEST_P(Bf16PanelsEveryIsa, MoeExpertsMatchesDenseReference) {
     for (size_t i = 0; i < out.size(); ++i)
       ASSERT_NEAR(out[i], ref[i], scale / 128 + 1e-30) << IsaName(isa) << " m " << m << " i " << i;
   }
+}
+
+// x packed once for the whole call (MatMul's path on AVX-512) or by each thread from the rounded
+// rows (what MoeExperts' row views get) must be the same bits: the same kernel then gives the
+// same y exactly.
+TEST_P(Bf16PanelsEveryIsa, XPackedOnceEqualsXPackedPerThread) {
+  std::mt19937 rng(5);
+  ThreadPool pool(2);
+  const Isa isa = GetParam();
+  for (size_t m : {1, 2, 12, 13, 25, 300})
+    for (auto [rows, cols] : {std::pair<size_t, size_t>{37, 70}, {50, 301}, {20, 1101}}) {
+      const std::vector<bf16> src = RandomBf16(rows * cols, rng);
+      const Panels p = Repack(Bf16Matrix(src.data(), rows, cols));
+      const size_t ldx = cols + 3;
+      std::vector<float> x = RandomF32(m * ldx, rng, -2, 2);
+      x[0] = 1e-40f;  // a subnormal, and ties to even
+      if (cols > 2) x[1] = 1.0f + 0x1p-8f, x[2] = -(1.0f + 3 * 0x1p-8f);
+      std::vector<float> whole(m * rows), rows_path(m * rows);
+      MatMul(x.data(), ldx, m, p.view, whole.data(), rows, pool);
+      ScratchBuffer buf;
+      const PreparedX px =
+          PrepareXParallel(isa, p.view, x.data(), ldx, nullptr, m, cols, buf, pool).Rows(0, m);
+      MatMulRows(isa, px, p.view, 0, rows, rows_path.data(), rows, false);
+      for (size_t i = 0; i < whole.size(); ++i)
+        ASSERT_EQ(std::memcmp(&whole[i], &rows_path[i], 4), 0)
+            << IsaName(isa) << " m " << m << " " << rows << "x" << cols << " i " << i;
+    }
+}
+
+// q, k and v through MatMulSharedX are each what MatMul gives, bit for bit: panels with row
+// counts off the 16-row grain (the padded virtual rows between weights), dense bf16, and a mix of
+// formats (one MatMul each).
+TEST_P(Bf16PanelsEveryIsa, MatMulSharedXEqualsOneMatMulEach) {
+  std::mt19937 rng(6);
+  ThreadPool pool(2);
+  const Isa isa = GetParam();
+  const size_t cols = 301;
+  const size_t row_counts[] = {37, 20, 50};
+  std::vector<std::vector<bf16>> src;
+  std::vector<Panels> panels;
+  for (size_t r : row_counts) {
+    src.push_back(RandomBf16(r * cols, rng));
+    panels.push_back(Repack(Bf16Matrix(src.back().data(), r, cols)));
+  }
+  const WeightMatrix dense[] = {Bf16Matrix(src[0].data(), 37, cols),
+                                Bf16Matrix(src[1].data(), 20, cols),
+                                Bf16Matrix(src[2].data(), 50, cols)};
+  const WeightMatrix* sets[][3] = {{&panels[0].view, &panels[1].view, &panels[2].view},
+                                   {&dense[0], &dense[1], &dense[2]},
+                                   {&panels[0].view, &dense[1], &panels[2].view}};
+  for (size_t m : {1, 2, 7, 13, 64})
+    for (const auto& set : sets) {
+      const std::vector<float> x = RandomF32(m * cols, rng, -2, 2);
+      std::vector<std::vector<float>> shared(3), each(3);
+      std::vector<MatMulOutput> outs;
+      for (size_t i = 0; i < 3; ++i) {
+        const size_t ldy = set[i]->rows + 1;
+        shared[i].assign(m * ldy, 7.0f);
+        each[i].assign(m * ldy, 7.0f);
+        outs.push_back({set[i], shared[i].data(), ldy});
+        MatMul(x.data(), cols, m, *set[i], each[i].data(), ldy, pool);
+      }
+      MatMulSharedX(x.data(), cols, m, outs, pool);
+      for (size_t i = 0; i < 3; ++i)
+        for (size_t j = 0; j < each[i].size(); ++j)
+          ASSERT_EQ(std::memcmp(&shared[i][j], &each[i][j], 4), 0)
+              << IsaName(isa) << " m " << m << " weight " << i << " element " << j;
+    }
 }
 
 }  // namespace

@@ -119,9 +119,9 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
   v.resize(t * kw);
   attn.resize(t * qw);
   ThreadPool& pool = *ctx.pool;
-  kernels::MatMul(x, h, t, wq_, q.data(), qw, pool);
-  kernels::MatMul(x, h, t, wk_, k.data(), kw, pool);
-  kernels::MatMul(x, h, t, wv_, v.data(), kw, pool);
+  const kernels::MatMulOutput qkv[] = {
+      {&wq_, q.data(), qw}, {&wk_, k.data(), kw}, {&wv_, v.data(), kw}};
+  kernels::MatMulSharedX(x, h, t, qkv, pool);
   if (config_.qk_norm != QkNorm::kNone) NormalizeQk(q.data(), k.data(), t, ctx);
   kernels::RopeNeox(q.data(), qw, t, local_heads_, d, config_.rotary_dim, positions.data(),
                     config_.rope_theta);
