@@ -62,6 +62,9 @@ void DecodeMxfp4Row(const QuantRows& w, size_t r, float* out);
 inline constexpr size_t kPackedXTile = 6;
 size_t PackedXFloats(size_t m, size_t k);
 void PackX(const float* xr, size_t ldxr, size_t m, size_t k, float* xp);
+// One token's column of a tile (slot = the tile + its index in it): xr one row, or null for a
+// padding slot (zeros). Tokens pack independently, so threads can split.
+void PackXSlot(const float* xr, size_t k, float* slot);
 // GEMM over an f32 weight on packed x (as GemmBf16); pack: PackFloatsGemmBf16(k) floats.
 void GemmF32(const float* xp, size_t m, const float* w, size_t row_stride, size_t k, size_t rows,
              float* y, size_t ldy, bool accumulate, float* pack);
@@ -188,13 +191,15 @@ struct PreparedX {
   // is prepared for one call: its tiles of 12 tokens cannot be cut at any row); else null, and
   // each thread packs f32 itself.
   const uint32_t* panel_pairs = nullptr;
+  // Likewise x packed once by avx2::PackX for the AVX2 panel kernels (bf16 and FP8 panels).
+  const float* packed_f32 = nullptr;
   size_t ld = 0;
   size_t m = 0;
 
-  // Rows [row0, row0 + count) of the same prepared x (not of a panel_pairs one).
+  // Rows [row0, row0 + count) of the same prepared x (not of a panel_pairs / packed_f32 one).
   PreparedX Rows(size_t row0, size_t count) const {
     PreparedX v = *this;
-    if (v.panel_pairs) __builtin_trap();
+    if (v.panel_pairs || v.packed_f32) __builtin_trap();
     if (v.f32) v.f32 += row0 * v.ld;
     if (v.b16) v.b16 += row0 * v.ld;
     if (v.q8.q) v.q8.q += row0 * v.q8.ldq, v.q8.d += row0 * v.q8.ldd, v.q8.sum += row0 * v.q8.ldd;

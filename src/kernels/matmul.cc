@@ -150,6 +150,14 @@ void Mxfp4I8RowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n
 
 // Rows [n0, n1) of a kBf16Panel weight: x packed once for the call, then the panel kernel
 // (vdpbf16ps on AVX-512 BF16, widening to f32 FMAs on AVX2 and plain AVX-512).
+// x as the AVX2 panel kernels read it: packed once by PrepareRows, or here by this thread.
+const float* PackedForAvx2Panels(const PreparedX& x, size_t k) {
+  if (x.packed_f32) return x.packed_f32;
+  float* xp = tl_xpack.As<float>(avx2::PackedXFloats(x.m, k));
+  avx2::PackX(x.f32, x.ld, x.m, k, xp);
+  return xp;
+}
+
 void Bf16PanelRowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1,
                       float* y, size_t ldy, bool accumulate) {
   if (isa == Isa::kAvx512Bf16) {
@@ -165,8 +173,7 @@ void Bf16PanelRowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t
                                                              ldyg, acc);
                               });
   }
-  float* xp = tl_xpack.As<float>(avx2::PackedXFloats(x.m, w.cols));
-  avx2::PackX(x.f32, x.ld, x.m, w.cols, xp);
+  const float* xp = PackedForAvx2Panels(x, w.cols);
   RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
                      [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
                        avx2::MatMulBf16Panels(xp, x.m, Bf16PanelRows(w, g0, n), yg, ldyg, acc);
@@ -176,8 +183,7 @@ void Bf16PanelRowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t
 // Rows [n0, n1) of a kFp8Panel weight, as Bf16PanelRowsIsa.
 void Fp8PanelRowsIsa(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                      size_t ldy, bool accumulate) {
-  float* xp = tl_xpack.As<float>(avx2::PackedXFloats(x.m, w.cols));
-  avx2::PackX(x.f32, x.ld, x.m, w.cols, xp);
+  const float* xp = PackedForAvx2Panels(x, w.cols);
   float* pack = tl_pack.As<float>(avx2::Fp8PanelPackFloats(w.cols));
   RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
                      [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
@@ -316,6 +322,29 @@ PreparedX PrepareRows(Isa isa, const WeightMatrix& w, const float* x, size_t ldx
     else
       pack(0, tiles);
     px.panel_pairs = xp;
+    return px;
+  }
+  if (whole && isa == Isa::kAvx2 &&
+      (w.format == WeightFormat::kBf16Panel || w.format == WeightFormat::kFp8Panel)) {
+    // The same for the AVX2 panel kernels' tiles of kPackedXTile tokens (bf16-rounded f32).
+    constexpr size_t kTile = avx2::kPackedXTile;
+    const size_t tiles = (m + kTile - 1) / kTile;
+    float* xp = buf.As<float>(avx2::PackedXFloats(m, k));
+    auto pack = [&, ld = px.ld](size_t tile0, size_t tile1) {
+      thread_local ScratchBuffer tl_row;  // this worker's own: one bf16-rounded row
+      float* row = tl_row.As<float>(ld);
+      for (size_t tile = tile0; tile < tile1; ++tile)
+        for (size_t s = 0; s < kTile; ++s) {
+          const size_t i = tile * kTile + s;
+          if (i < m) avx2::RoundRowsToBf16(src(i), ldx, 1, k, row, ld);
+          avx2::PackXSlot(i < m ? row : nullptr, k, xp + tile * kTile * k + s);
+        }
+    };
+    if (pool)
+      pool->ParallelFor(tiles, 1, pack);
+    else
+      pack(0, tiles);
+    px.packed_f32 = xp;
     return px;
   }
   const bool panel = w.format == WeightFormat::kBf16Panel || w.format == WeightFormat::kFp8Panel;

@@ -173,18 +173,17 @@ size_t PackedXFloats(size_t m, size_t k) {
   return (m + kTileTokens - 1) / kTileTokens * kTileTokens * k;
 }
 
+void PackXSlot(const float* xr, size_t k, float* slot) {
+  if (xr)
+    for (size_t i = 0; i < k; ++i) slot[i * kTileTokens] = xr[i];
+  else
+    for (size_t i = 0; i < k; ++i) slot[i * kTileTokens] = 0.0f;
+}
+
 void PackX(const float* xr, size_t ldxr, size_t m, size_t k, float* xp) {
-  for (size_t t0 = 0; t0 < m; t0 += kTileTokens) {
-    const size_t tokens = m - t0 < kTileTokens ? m - t0 : kTileTokens;
-    float* tile = xp + t0 * k;
-    for (size_t t = 0; t < kTileTokens; ++t) {
-      const float* xt = xr + (t0 + t) * ldxr;
-      if (t < tokens)
-        for (size_t i = 0; i < k; ++i) tile[i * kTileTokens + t] = xt[i];
-      else
-        for (size_t i = 0; i < k; ++i) tile[i * kTileTokens + t] = 0.0f;
-    }
-  }
+  for (size_t t0 = 0; t0 < m; t0 += kTileTokens)
+    for (size_t t = 0; t < kTileTokens; ++t)
+      PackXSlot(t0 + t < m ? xr + (t0 + t) * ldxr : nullptr, k, xp + t0 * k + t);
 }
 
 namespace {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
 #include "kernels/moe.h"
 #include "kernels/quant.h"
 #include "test_util.h"
@@ -154,6 +155,32 @@ TEST_P(Fp8PanelsEveryIsa, MatMulMatchesBlockReference) {
       }
     }
   }
+}
+
+// x packed once for the whole call (MatMul's path on AVX2) or by each thread from the rounded
+// rows (MoeExperts' row views) must give the same y exactly.
+TEST_P(Fp8PanelsEveryIsa, XPackedOnceEqualsXPackedPerThread) {
+  std::mt19937 rng(7);
+  ThreadPool pool(2);
+  const Fp8 f = RandomFp8(300, 400, rng);
+  const Isa isa = GetParam();
+  for (size_t m : {1, 2, 6, 7, 13, 200})
+    for (auto [r0, n, c0, k] : {std::array<size_t, 4>{5, 37, 70, 300}, {130, 50, 1, 129}}) {
+      const Panels p = Repack(f.View(r0, n, c0, k));
+      const size_t ldx = k + 3;
+      const std::vector<float> x = RandomF32(m * ldx, rng, -2, 2);
+      std::vector<float> whole(m * n), rows_path(m * n);
+      MatMul(x.data(), ldx, m, p.view, whole.data(), n, pool);
+      ScratchBuffer buf;
+      const PreparedX px =
+          PrepareXParallel(isa, p.view, x.data(), ldx, nullptr, m, k, buf, pool).Rows(0, m);
+      pool.ParallelFor(n, MatMulRowGrain(isa, p.view, m), [&](size_t n0, size_t n1) {
+        MatMulRows(isa, px, p.view, n0, n1, rows_path.data(), n, false);
+      });
+      for (size_t i = 0; i < whole.size(); ++i)
+        ASSERT_EQ(std::memcmp(&whole[i], &rows_path[i], 4), 0)
+            << IsaName(isa) << " m " << m << " view " << r0 << "," << c0 << " i " << i;
+    }
 }
 
 TEST_P(Fp8PanelsEveryIsa, MoeExpertsMatchesBlockReference) {
