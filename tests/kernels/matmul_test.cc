@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -150,6 +151,26 @@ TEST_P(MatMulEveryIsa, FewTokensLongRows) {
     for (size_t cols : {1536, 3072, 3001}) {
       CheckAgainstReference({m, 70, cols, cols + 7, cols, 75}, DType::kBF16, m % 2 == 0, pool, rng);
       if (HasFatalFailure()) return;
+    }
+}
+
+// f32 weights (the MoE router): a token's logits are the same bits whether it goes alone (decode)
+// or among others (prefill tiles of several tokens), so routing does not depend on the batch.
+TEST_P(MatMulEveryIsa, F32TokensTogetherEqualTokensAlone) {
+  ThreadPool pool(2);
+  std::mt19937 rng(13);
+  for (size_t m : {2, 4, 5, 9, 33})
+    for (auto [rows, cols] : {std::pair<size_t, size_t>{256, 3072}, {13, 70}, {7, 301}}) {
+      const std::vector<float> wf = RandomF32(rows * cols, rng);
+      const WeightMatrix w{DType::kF32, wf.data(), rows, cols, cols};
+      const std::vector<float> x = RandomF32(m * cols, rng);
+      std::vector<float> together(m * rows), alone(m * rows);
+      MatMul(x.data(), cols, m, w, together.data(), rows, pool);
+      for (size_t t = 0; t < m; ++t)
+        MatMul(x.data() + t * cols, cols, 1, w, alone.data() + t * rows, rows, pool);
+      for (size_t i = 0; i < together.size(); ++i)
+        ASSERT_EQ(std::memcmp(&together[i], &alone[i], 4), 0)
+            << IsaName(GetParam()) << " m " << m << " " << rows << "x" << cols << " i " << i;
     }
 }
 
