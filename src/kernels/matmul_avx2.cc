@@ -119,6 +119,39 @@ inline void GemvF32Block(const float* x, size_t k, const float* w, size_t row_st
   }
 }
 
+// T tokens × 4 rows, each (token, row) with exactly GemvF32Block<4>'s steps (so a token's y does
+// not depend on the batch): 4 weight and T x loads per 4·T FMAs instead of 5 per 4. T = 2 fits
+// AVX2's 16 registers (8 accumulators, 4 weights, x).
+template <int T>
+inline void GemmF32Tile(const float* x, size_t ldx, size_t k, const float* w, size_t row_stride,
+                        float* y, size_t ldy, bool accumulate) {
+  __m256 acc[T][4];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) acc[t][r] = _mm256_setzero_ps();
+  const size_t k_full = k / 8 * 8;
+  for (size_t i = 0; i < k_full; i += 8) {
+    __m256 wv[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) wv[r] = _mm256_loadu_ps(w + r * row_stride + i);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const __m256 xv = _mm256_loadu_ps(x + t * ldx + i);
+#pragma GCC unroll 4
+      for (int r = 0; r < 4; ++r) acc[t][r] = _mm256_fmadd_ps(xv, wv[r], acc[t][r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t)
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      float s = HorizontalSum(acc[t][r]);
+      for (size_t i = k_full; i < k; ++i) s += x[t * ldx + i] * w[r * row_stride + i];
+      y[t * ldy + r] = accumulate ? y[t * ldy + r] + s : s;
+    }
+}
+
 }  // namespace
 
 void RoundRowsToBf16(const float* x, size_t ldx, size_t m, size_t k, float* out, size_t ldo) {
@@ -231,10 +264,16 @@ void GemmF32(const float* xp, size_t m, const float* w, size_t row_stride, size_
 
 void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_stride, size_t k,
              size_t rows, float* y, size_t ldy, bool accumulate) {
+  constexpr size_t kTokens = 2;
   size_t r = 0;
-  for (; r + 4 <= rows; r += 4)
-    for (size_t t = 0; t < m; ++t)
+  for (; r + 4 <= rows; r += 4) {
+    size_t t = 0;
+    for (; t + kTokens <= m; t += kTokens)
+      GemmF32Tile<kTokens>(x + t * ldx, ldx, k, w + r * row_stride, row_stride, y + t * ldy + r,
+                           ldy, accumulate);
+    for (; t < m; ++t)
       GemvF32Block<4>(x + t * ldx, k, w + r * row_stride, row_stride, y + t * ldy + r, accumulate);
+  }
   for (; r < rows; ++r)
     for (size_t t = 0; t < m; ++t)
       GemvF32Block<1>(x + t * ldx, k, w + r * row_stride, row_stride, y + t * ldy + r, accumulate);
