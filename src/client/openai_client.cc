@@ -195,6 +195,17 @@ void OpenAIClient::StreamComplete(const nlohmann::json& body,
           Fail("stream event is not JSON: ", e.what(), ": ", std::string(data.substr(0, 200)));
         }
         got_event = true;
+        // A server that gives up mid-stream says so in an event of its own (llama-server:
+        // `{"error": {"code": 500, ...}}`, then no [DONE]); the OpenAI SDKs raise it. Taken as
+        // a chunk it ended the request early as if complete, which flattered such a server in
+        // `bench serve` (fewer tokens, earlier finishes, shorter queues).
+        if (event.is_object() && event.contains("error")) {
+          const nlohmann::json& err = event["error"];
+          Fail("the stream ended with an error event: ",
+               err.is_object() && err.contains("message") && err["message"].is_string()
+                   ? err["message"].get<std::string>()
+                   : err.dump());
+        }
         on_event(event);
       } catch (...) {
         failure = std::current_exception();

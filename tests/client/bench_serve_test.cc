@@ -128,6 +128,18 @@ TEST(BenchServe, CountsChunksWithoutUsageAndPacesArrivals) {
   for (const auto& q : r.requests) EXPECT_EQ(q.output_tokens, 5u);
 }
 
+// A stream that a server ends with an error event is a failed request, not a short success.
+TEST(BenchServe, StreamErrorEventIsAFailedRequest) {
+  testing::FakeOpenAIServer server([](const nlohmann::json&) { return ""; });
+  server.set_stream_error_after(2);
+  ServeBenchOptions o = SmallRun(server.base_url());
+  o.num_prompts = 3;
+  const ServeBenchResult r = RunServeBench(o);
+  EXPECT_EQ(r.completed, 0u);
+  EXPECT_EQ(r.failed, 3u);
+  EXPECT_NE(r.requests[0].error.find("error event"), std::string::npos) << r.requests[0].error;
+}
+
 TEST(BenchServe, UnreachableServerFailsEveryRequest) {
   int port;
   {

@@ -52,6 +52,9 @@ class FakeOpenAIServer {
   }
   void set_chunk_delay_ms(int ms) { chunk_delay_ms_ = ms; }
   void set_send_usage(bool on) { send_usage_ = on; }
+  // Streams end after `n` chunks with an SSE error event and no [DONE], as llama-server does when
+  // its output parser rejects what the model wrote (0: never).
+  void set_stream_error_after(size_t n) { stream_error_after_ = n; }
 
   std::vector<nlohmann::json> requests() {
     std::lock_guard lock(mu_);
@@ -136,7 +139,12 @@ class FakeOpenAIServer {
                                                                           : nlohmann::json()}}}}};
       events->push_back("data: " + chunk.dump() + "\n\n");
     }
-    if (usage) {
+    if (stream_error_after_ > 0 && events->size() > stream_error_after_) {
+      events->resize(stream_error_after_);
+      events->push_back(
+          "data: {\"error\":{\"code\":500,\"message\":\"The model produced output that does not "
+          "match the expected Content-only format\",\"type\":\"server_error\"}}\n\n");
+    } else if (usage) {
       nlohmann::json u = {{"id", "cmpl-fake"},
                           {"object", "text_completion"},
                           {"choices", nlohmann::json::array()},
@@ -146,7 +154,8 @@ class FakeOpenAIServer {
                             {"total_tokens", prompt_tokens + pieces.size()}}}};
       events->push_back("data: " + u.dump() + "\n\n");
     }
-    events->push_back("data: [DONE]\n\n");
+    if (stream_error_after_ == 0 || events->back().find("\"error\"") == std::string::npos)
+      events->push_back("data: [DONE]\n\n");
     auto next = std::make_shared<size_t>(0);
     // Leaves the in-flight count before the last bytes go out, so a client that sends its next
     // request as soon as this stream ends is never counted twice.
@@ -176,7 +185,7 @@ class FakeOpenAIServer {
   std::thread thread_;
   std::mutex mu_;
   std::vector<nlohmann::json> requests_;
-  std::atomic<size_t> in_flight_{0}, max_in_flight_{0}, fail_next_{0};
+  std::atomic<size_t> in_flight_{0}, max_in_flight_{0}, fail_next_{0}, stream_error_after_{0};
   std::atomic<int> fail_status_{503}, chunk_delay_ms_{0};
   std::atomic<bool> send_usage_{true};
 };

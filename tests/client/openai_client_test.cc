@@ -80,6 +80,24 @@ TEST(OpenAIClient, CompleteAndStream) {
   EXPECT_EQ(FirstServedModel(ParseBaseUrl(server.base_url()), {}), "fake-model");
 }
 
+// An SSE error event mid-stream fails the request with the server's message (it is not a chunk).
+TEST(OpenAIClient, StreamErrorEventFailsTheRequest) {
+  testing::FakeOpenAIServer server([](const nlohmann::json&) { return "one two three four"; });
+  server.set_stream_error_after(2);
+  OpenAIClient client(ParseBaseUrl(server.base_url()), FastRetries(0));
+  size_t chunks = 0;
+  try {
+    client.StreamComplete({{"model", "m"}, {"prompt", "hi"}, {"stream", true}},
+                          [&](const nlohmann::json&) { ++chunks; });
+    FAIL() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("does not match the expected Content-only format"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(chunks, 2u);
+}
+
 TEST(OpenAIClient, RetriesTransientFailuresOnly) {
   testing::FakeOpenAIServer server([](const nlohmann::json&) { return "ok"; });
   {
