@@ -1,5 +1,7 @@
 #include "engine/llm_engine.h"
 
+#include <chrono>
+
 #include "core/check.h"
 #include "core/log.h"
 
@@ -144,7 +146,20 @@ bool LLMEngine::Step() {
     if (s.needs_logits && s.seq->sampler_state().grammar_active())
       constrained.push_back(&s.seq->sampler_state());
   grammar_masks_.Start(std::move(constrained));
+  const auto forward_start = std::chrono::steady_clock::now();
   model_.Forward(batch, kv_, logits_.data());
+  if (LogEnabled(LogLevel::kDebug)) {
+    // One line per step (MOESERVE_LOG=debug): what the scheduler packed and what it cost.
+    size_t decodes = 0;
+    for (const ScheduledSeq& s : step.seqs) decodes += s.context_len >= s.seq->num_prompt_tokens();
+    LogDebug(
+        "step: ", step.seqs.size(), " sequences (", decodes, " decoding, ",
+        step.seqs.size() - decodes, " computing prompt tokens), ", step.num_tokens,
+        " tokens, forward ",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - forward_start)
+            .count(),
+        " ms");
+  }
   grammar_masks_.Wait();
   EmitPromptLogprobs(step, first_row, logits_.data());
 
