@@ -26,7 +26,13 @@ class CompletionChoiceFormat final : public ChoiceFormat {
     const std::string text = Apply(u);
     Choice& c = choices_[u.choice];
     Json lp = c.logprobs ? c.logprobs->Take() : Json(nullptr);
-    if (text.empty() && !u.finished && (lp.is_null() || lp["tokens"].empty())) return nullptr;
+    // As vLLM: a step that generated tokens is a chunk even when their text is held back (an
+    // incomplete UTF-8 character, a possible stop-string prefix) and goes out as ""; only an update
+    // without tokens (a prefill chunk) is skipped. Skipping held-back tokens delayed first tokens
+    // and bunched the stream (a random model's byte tokens: 8-20 chunks for 128 tokens, gaps of
+    // seconds), unlike vLLM and llama-server, which both send them.
+    if (text.empty() && !u.finished && u.tokens.empty() && (lp.is_null() || lp["tokens"].empty()))
+      return nullptr;
     Json choice = {{"index", u.choice},
                    {"text", text},
                    {"logprobs", lp},

@@ -229,6 +229,20 @@ test('completions: stop string split across tokens never leaks (streamed and not
   assert.equal(inc.json.choices[0].text, TEXT.slice(0, TEXT.indexOf('42') + 2));
 });
 
+test('completions: every generated token streams a chunk, held-back text as "" (as vLLM)', async () => {
+  const s = await server('text', TEXT);
+  // 'said the machines' never completes: from "said" on, the text is held back token by token.
+  const stream = await s.client().completions.create({ model: 'model', prompt: 'Hi', max_tokens: 100,
+    stop: 'said the machines', stream: true, stream_options: { include_usage: true } });
+  const chunks = [];
+  for await (const ch of stream) chunks.push(ch);
+  const tokens = chunks.filter((ch) => ch.choices.length > 0);
+  assert.equal(tokens.length, chunks.at(-1).usage.completion_tokens);
+  assert.ok(tokens.some((ch) => ch.choices[0].text === '' && !ch.choices[0].finish_reason),
+    'a token whose text is held back still streams, as ""');
+  assert.equal(tokens.map((ch) => ch.choices[0].text).join(''), TEXT);
+});
+
 test('completions: max_tokens -> length; n x prompts -> indexed choices', async () => {
   const s = await server('text', TEXT);
   const r = await s.client().completions.create({ model: 'model', prompt: ['Hi', 'Bye'], n: 3, max_tokens: 2 });
