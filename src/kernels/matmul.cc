@@ -148,8 +148,6 @@ void Mxfp4I8RowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n
                      });
 }
 
-// Rows [n0, n1) of a kBf16Panel weight: x packed once for the call, then the panel kernel
-// (vdpbf16ps on AVX-512 BF16, widening to f32 FMAs on AVX2 and plain AVX-512).
 // x as the AVX2 panel kernels read it: packed once by PrepareRows, or here by this thread.
 const float* PackedForAvx2Panels(const PreparedX& x, size_t k) {
   if (x.packed_f32) return x.packed_f32;
@@ -158,6 +156,8 @@ const float* PackedForAvx2Panels(const PreparedX& x, size_t k) {
   return xp;
 }
 
+// Rows [n0, n1) of a kBf16Panel weight: x packed once for the call (by PrepareRows, or here per
+// thread), then the panel kernel (vdpbf16ps on AVX-512 BF16, widening to f32 FMAs on AVX2).
 void Bf16PanelRowsIsa(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1,
                       float* y, size_t ldy, bool accumulate) {
   if (isa == Isa::kAvx512Bf16) {
@@ -301,49 +301,43 @@ PreparedX PrepareRows(Isa isa, const WeightMatrix& w, const float* x, size_t ldx
   }
   // Rows padded to 32 elements: whole vectors, even for pairs; the padding is zero.
   px.ld = (k + 31) / 32 * 32;
-  if (whole && isa == Isa::kAvx512Bf16 && w.format == WeightFormat::kBf16Panel) {
-    // Packed here once, a tile of 12 tokens per task, instead of by every thread in
-    // Bf16PanelRowsIsa (each packed all of x: ~2% of a 512-token prefill on Zen 4, 2 threads).
-    constexpr size_t kTile = avx512bf16::kBf16PanelXTile;
-    const size_t tiles = (m + kTile - 1) / kTile, pairs = (k + 1) / 2;
-    uint32_t* xp = buf.As<uint32_t>(avx512bf16::Bf16PanelXPairs(m, k));
+  // Whole x for a panel kernel: packed here once, a tile of tokens per task, instead of by every
+  // thread in Bf16PanelRowsIsa / Fp8PanelRowsIsa (each packed all of x: ~2% of a 512-token
+  // prefill on Zen 4, 2 threads). pack_slot(row or null for padding, tile, slot in the tile).
+  const auto pack_tiles = [&](size_t tile_tokens, const auto& pack_slot) {
     auto pack = [&, ld = px.ld](size_t tile0, size_t tile1) {
       thread_local ScratchBuffer tl_row;  // this worker's own: one bf16-rounded row
       float* row = tl_row.As<float>(ld);
       for (size_t tile = tile0; tile < tile1; ++tile)
-        for (size_t s = 0; s < kTile; ++s) {
-          const size_t i = tile * kTile + s;
+        for (size_t s = 0; s < tile_tokens; ++s) {
+          const size_t i = tile * tile_tokens + s;
           if (i < m) avx2::RoundRowsToBf16(src(i), ldx, 1, k, row, ld);
-          avx512bf16::PackBf16PanelXSlot(i < m ? row : nullptr, k, xp + tile * pairs * kTile + s);
+          pack_slot(i < m ? row : nullptr, tile, s);
         }
     };
+    const size_t tiles = (m + tile_tokens - 1) / tile_tokens;
     if (pool)
       pool->ParallelFor(tiles, 1, pack);
     else
       pack(0, tiles);
+  };
+  if (whole && isa == Isa::kAvx512Bf16 && w.format == WeightFormat::kBf16Panel) {
+    constexpr size_t kTile = avx512bf16::kBf16PanelXTile;
+    const size_t pairs = (k + 1) / 2;
+    uint32_t* xp = buf.As<uint32_t>(avx512bf16::Bf16PanelXPairs(m, k));
+    pack_tiles(kTile, [&](const float* row, size_t tile, size_t s) {
+      avx512bf16::PackBf16PanelXSlot(row, k, xp + tile * pairs * kTile + s);
+    });
     px.panel_pairs = xp;
     return px;
   }
   if (whole && isa == Isa::kAvx2 &&
       (w.format == WeightFormat::kBf16Panel || w.format == WeightFormat::kFp8Panel)) {
-    // The same for the AVX2 panel kernels' tiles of kPackedXTile tokens (bf16-rounded f32).
     constexpr size_t kTile = avx2::kPackedXTile;
-    const size_t tiles = (m + kTile - 1) / kTile;
     float* xp = buf.As<float>(avx2::PackedXFloats(m, k));
-    auto pack = [&, ld = px.ld](size_t tile0, size_t tile1) {
-      thread_local ScratchBuffer tl_row;  // this worker's own: one bf16-rounded row
-      float* row = tl_row.As<float>(ld);
-      for (size_t tile = tile0; tile < tile1; ++tile)
-        for (size_t s = 0; s < kTile; ++s) {
-          const size_t i = tile * kTile + s;
-          if (i < m) avx2::RoundRowsToBf16(src(i), ldx, 1, k, row, ld);
-          avx2::PackXSlot(i < m ? row : nullptr, k, xp + tile * kTile * k + s);
-        }
-    };
-    if (pool)
-      pool->ParallelFor(tiles, 1, pack);
-    else
-      pack(0, tiles);
+    pack_tiles(kTile, [&](const float* row, size_t tile, size_t s) {
+      avx2::PackXSlot(row, k, xp + tile * kTile * k + s);
+    });
     px.packed_f32 = xp;
     return px;
   }
