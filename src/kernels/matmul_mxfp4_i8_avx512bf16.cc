@@ -106,17 +106,21 @@ struct GroupPair {
     }
   }
 
+  // The e8m0 bytes of block b: group g's 8 rows, then group g + 1's (zeros for a lone group).
+  __m128i ScaleBytes(size_t b) const {
+    const uint8_t* s = scales + b * kGroupRows;
+    const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s));
+    return second ? _mm_unpacklo_epi64(
+                        lo, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + scale_stride)))
+                  : lo;
+  }
+
   // The 16 rows' scales of block b, 2^(e − 127) in f32 as E8M0ToFloat: e << 23 is the exact power
   // for e = 1 .. 254; e = 0 gives +0, which max() lifts to 2^-127; e = 255 gives +inf, and f − f
   // (0 for finite f, NaN for inf) turns that into NaN while adding +0 to every other value.
   __m512 Scales(size_t b) const {
-    const uint8_t* s = scales + b * kGroupRows;
-    const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s));
-    const __m128i both =
-        second ? _mm_unpacklo_epi64(
-                     lo, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + scale_stride)))
-               : lo;
-    const __m512 f = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(both), 23));
+    const __m512 f =
+        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(ScaleBytes(b)), 23));
     return _mm512_add_ps(_mm512_max_ps(f, _mm512_set1_ps(0x1p-127f)), _mm512_sub_ps(f, f));
   }
 
@@ -124,12 +128,7 @@ struct GroupPair {
   // per lane (the exponent-add scale). The high half of a lone group is not looked at (its lanes
   // are never stored).
   bool ExponentShift(size_t b, const __m128i lo, const __m128i hi, __m512i* shift) const {
-    const uint8_t* s = scales + b * kGroupRows;
-    const __m128i l = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s));
-    const __m128i e =
-        second ? _mm_unpacklo_epi64(
-                     l, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + scale_stride)))
-               : l;
+    const __m128i e = ScaleBytes(b);
     const __mmask16 lanes = second ? 0xffff : 0x00ff;
     if ((_mm_cmplt_epu8_mask(e, lo) | _mm_cmpgt_epu8_mask(e, hi)) & lanes) return false;
     *shift = _mm512_sub_epi32(_mm512_slli_epi32(_mm512_cvtepu8_epi32(e), 23),
