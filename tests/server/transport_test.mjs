@@ -90,12 +90,14 @@ async function sendUntilAnswered(port, head, nextPiece, maxBytes, pid) {
     sock.on('data', (d) => { buf += d.toString('latin1'); if (buf.includes('\r\n\r\n')) done(); });
     sock.on('error', done);
     sock.on('close', done);
+    // One piece per turn of the event loop: when the server reads as fast as we write (its
+    // lingering close drops what follows its answer), every write is taken at once and a loop of
+    // writes would send everything before the answer's 'data' event could run.
     const pump = () => {
-      while (!answered && sent < maxBytes) {
-        const piece = nextPiece();
-        sent += piece.length;
-        if (!sock.write(piece)) { sock.once('drain', pump); return; }
-      }
+      if (answered || sent >= maxBytes) return;
+      const piece = nextPiece();
+      sent += piece.length;
+      if (sock.write(piece)) setImmediate(pump); else sock.once('drain', pump);
     };
     sock.on('connect', () => { sock.write(head); pump(); });
   });
