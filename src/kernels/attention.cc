@@ -14,6 +14,7 @@
 
 #include "core/check.h"
 #include "kernels/internal.h"
+#include "kernels/isa_kernels.h"
 #include "kernels/quant.h"
 #include "runtime/cpu_features.h"
 
@@ -109,15 +110,7 @@ void RunItem(Isa isa, const float* q, size_t ldq, const SeqView& sq, const Atten
                       sc.acc.data(),
                       sc.max.data(),
                       sc.sum.data()};
-  switch (isa) {
-    case Isa::kAvx512Bf16:
-      return avx512bf16::AttentionTile(a);
-    case Isa::kAvx512:
-    case Isa::kAvx2:
-      return avx2::AttentionTile(a);
-    case Isa::kScalar:
-      return AttentionTileImpl(a);
-  }
+  KernelsFor(isa).attention_tile(a);
 }
 
 void AttentionImpl(const float* q, size_t ldq, std::span<const SeqView> seqs,
@@ -198,6 +191,10 @@ void ReferenceImpl(const float* q, size_t ldq, std::span<const SeqView> seqs,
 }
 
 }  // namespace
+
+void AttentionTileScalar(const AttentionTileArgs& args) {
+  AttentionTileImpl(args);
+}
 
 void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
                const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool) {

@@ -28,6 +28,9 @@
 
 namespace moeserve::kernels {
 
+inline constexpr size_t kMxfp4I8Block = 32;     // columns per scale (activations and weights)
+inline constexpr size_t kMxfp4I8GroupRows = 8;  // rows per repacked group (below)
+
 // ---- Q8 activations -------------------------------------------------------------------------
 
 // m token rows of k columns (k % 32 == 0), each quantized as above. Row t: q + t·ldq (ldq ≥ k,

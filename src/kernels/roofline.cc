@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "kernels/internal.h"
+#include "kernels/isa_kernels.h"
 #include "runtime/cpu_features.h"
 #include "runtime/huge_page_arena.h"
 
@@ -34,7 +35,7 @@ double BestSeconds(
 }  // namespace
 
 Roofline MeasureRoofline(ThreadPool& pool) {
-  const Isa isa = BestIsa();
+  const IsaKernels& kern = KernelsFor(BestIsa());
   Roofline roof;
   const size_t threads = pool.num_threads();
 
@@ -64,16 +65,7 @@ Roofline MeasureRoofline(ThreadPool& pool) {
       [&](size_t t, size_t nt) {
         // Every thread computes the same pass index from the shared counter's value at entry.
         auto [b, e] = part((pass_index % 32) * pass, pass, t, nt);
-        if (isa == Isa::kAvx512Bf16) {
-          sinks[t] = avx512bf16::SumBuffer(buf + b, e - b);
-        } else if (isa >= Isa::kAvx2) {
-          sinks[t] = avx2::SumBuffer(buf + b, e - b);
-        } else {
-          float s[8] = {};
-          for (size_t i = b; i + 8 <= e; i += 8)
-            for (int j = 0; j < 8; ++j) s[j] += buf[i + j];
-          sinks[t] = s[0] + s[7];
-        }
+        sinks[t] = kern.sum_buffer(buf + b, e - b);
       },
       [&] { ++pass_index; });
   roof.read_gbps = pass * sizeof(float) / read_s / 1e9;
@@ -84,26 +76,18 @@ Roofline MeasureRoofline(ThreadPool& pool) {
   const size_t iters = 200'000;
   std::vector<float> fsinks(threads);
   std::vector<int32_t> isinks(threads);
-  if (isa == Isa::kAvx512Bf16) {
-    const double s = BestSeconds(
-        pool, 30, [&](size_t t, size_t) { avx512bf16::Bf16DotChains(iters, &fsinks[t]); });
-    roof.bf16_fma_gflops = threads * iters * 12.0 * 64 / s / 1e9;
-    const double f = BestSeconds(
-        pool, 30, [&](size_t t, size_t) { avx512bf16::F32FmaChains(iters, &fsinks[t]); });
-    roof.f32_fma_gflops = threads * iters * 12.0 * 32 / f / 1e9;
-    const double q = BestSeconds(
-        pool, 30, [&](size_t t, size_t) { avx512bf16::Int8DotChains(iters, &isinks[t]); });
-    roof.int8_dot_gops = threads * iters * 12.0 * 128 / q / 1e9;
-  } else if (isa >= Isa::kAvx2) {
-    const double f =
-        BestSeconds(pool, 30, [&](size_t t, size_t) { avx2::F32FmaChains(iters, &fsinks[t]); });
-    roof.f32_fma_gflops = threads * iters * 12.0 * 16 / f / 1e9;
-    // Without a bf16 dot instruction the bf16 GEMM runs on f32 FMAs: same peak.
-    roof.bf16_fma_gflops = roof.f32_fma_gflops;
-    const double q =
-        BestSeconds(pool, 30, [&](size_t t, size_t) { avx2::Int8DotChains(iters, &isinks[t]); });
-    roof.int8_dot_gops = threads * iters * 12.0 * 64 / q / 1e9;
-  }
+  auto peak = [&](const IsaKernels::Probe& probe, void* sink0, size_t sink_bytes) {
+    if (!probe.run) return 0.0;
+    char* sinks0 = static_cast<char*>(sink0);
+    const double s =
+        BestSeconds(pool, 30, [&](size_t t, size_t) { probe.run(iters, sinks0 + t * sink_bytes); });
+    return threads * iters * 12.0 * probe.ops / s / 1e9;
+  };
+  roof.f32_fma_gflops = peak(kern.f32_fma, fsinks.data(), sizeof(float));
+  // Without a bf16 dot instruction the bf16 GEMMs run on f32 FMAs: the same peak.
+  roof.bf16_fma_gflops =
+      kern.bf16_dot.run ? peak(kern.bf16_dot, fsinks.data(), sizeof(float)) : roof.f32_fma_gflops;
+  roof.int8_dot_gops = peak(kern.int8_dot, isinks.data(), sizeof(int32_t));
   return roof;
 }
 

@@ -1,0 +1,350 @@
+// The per-ISA tables of isa_kernels.h and the row kernels they hold: each adapts one ISA's
+// kernels (internal.h) to the RowsFn contract (the view of the row range, its scratch, and
+// which GEMV / GEMM variant suits m). Baseline-compiled: it only calls into the ISA TUs.
+#include "kernels/isa_kernels.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/activation.h"
+#include "kernels/bf16_panels.h"
+#include "kernels/fp8_panels.h"
+#include "kernels/matmul_internal.h"
+#include "kernels/mxfp4_i8.h"
+#include "kernels/quant.h"
+
+namespace moeserve::kernels {
+namespace {
+
+// Per-thread scratch of the row kernels (each worker its own).
+thread_local ScratchBuffer tl_pack;
+thread_local ScratchBuffer tl_panel;
+thread_local ScratchBuffer tl_xpack;  // x packed by this thread when the call did not pack it
+thread_local ScratchBuffer tl_fp8_scales;
+
+// Rows [n0, n1) of a weight whose kernels start on a `group`-row boundary: run(g0, n, y, ldy,
+// accumulate) computes rows [g0, g0 + n) with g0 % group == 0. A range that does not start on a
+// group (MoE's w3 half when the intermediate size is not a multiple of it) computes its first
+// group into scratch and keeps the rows it owns.
+template <typename Run>
+void RowsFromGroupStart(size_t group, size_t m, size_t rows, size_t n0, size_t n1, float* y,
+                        size_t ldy, bool accumulate, const Run& run) {
+  if (n0 % group != 0) {
+    const size_t g0 = n0 / group * group, g1 = std::min(g0 + group, rows), own = std::min(g1, n1);
+    float* tmp = tl_panel.As<float>(m * group);
+    run(g0, g1 - g0, tmp, group, false);
+    for (size_t t = 0; t < m; ++t)
+      for (size_t n = n0; n < own; ++n) {
+        float& out = y[t * ldy + n];
+        out = accumulate ? out + tmp[t * group + n - g0] : tmp[t * group + n - g0];
+      }
+    n0 = own;
+    if (n0 >= n1) return;
+  }
+  run(n0, n1 - n0, y + n0, ldy, accumulate);
+}
+
+QuantRows QuantView(const WeightMatrix& w, size_t n0, size_t n1) {
+  QuantRows q{};
+  q.codes = static_cast<const uint8_t*>(w.data) + n0 * w.row_stride;
+  q.row_stride = w.row_stride;
+  q.scale_stride = w.scale_stride;
+  q.rows = n1 - n0;
+  q.k = w.cols;
+  if (w.format == WeightFormat::kFp8Block) {
+    q.scales = w.scales;
+    q.row0 = w.row0 + n0;
+    q.col0 = w.col0;
+  } else {
+    q.scales = static_cast<const uint8_t*>(w.scales) + n0 * w.scale_stride;
+  }
+  return q;
+}
+
+// ---- scalar: the reference's arithmetic, row by row ----
+
+// Each row dequantized exactly to f32 (DequantizeRow), then the reference's running sum, so the
+// scalar path equals MatMulReference bit for bit.
+void ScalarRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                size_t ldy, bool accumulate) {
+  float* row = tl_panel.As<float>(w.cols);
+  for (size_t n = n0; n < n1; ++n) {
+    DequantizeRow(w, n, 0, w.cols, row);
+    for (size_t t = 0; t < x.m; ++t) {
+      const float* xt = x.f32 + t * x.ld;
+      float sum = 0;
+      for (size_t k = 0; k < w.cols; ++k) sum += xt[k] * row[k];
+      float& out = y[t * ldy + n];
+      out = accumulate ? out + sum : sum;
+    }
+  }
+}
+
+template <void (*Group)(const Q8Rows&, const WeightMatrix&, float*, size_t, bool)>
+void Q8GroupRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                 size_t ldy, bool accumulate) {
+  RowsFromGroupStart(kMxfp4I8GroupRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
+                     [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                       Group(x.q8, Mxfp4I8Rows(w, g0, n), yg, ldyg, acc);
+                     });
+}
+
+void ScalarRoundRow(const float* x, size_t k, float* out, size_t ld) {
+  for (size_t j = 0; j < k; ++j) out[j] = RoundToBf16(x[j]);
+  std::fill(out + k, out + ld, 0.0f);
+}
+
+// ---- AVX2 (and AVX-512 without BF16) ----
+
+// x as the AVX2 panel kernels read it: packed once for the call, or here by this thread.
+const float* PackedForAvx2Panels(const PreparedX& x, size_t k) {
+  if (x.packed_f32) return x.packed_f32;
+  float* xp = tl_xpack.As<float>(avx2::PackedXFloats(x.m, k));
+  avx2::PackX(x.f32, x.ld, x.m, k, xp);
+  return xp;
+}
+
+void Avx2DenseF32Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                      size_t ldy, bool accumulate) {
+  const float* wn = static_cast<const float*>(w.data) + n0 * w.row_stride;
+  avx2::GemvF32(x.f32, x.ld, x.m, wn, w.row_stride, w.cols, n1 - n0, y + n0, ldy, accumulate);
+}
+
+void Avx2DenseBf16Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                       size_t ldy, bool accumulate) {
+  const size_t k = w.cols, rows = n1 - n0;
+  const bf16* wn = static_cast<const bf16*>(w.data) + n0 * w.row_stride;
+  if (x.m < kGemmMinM)
+    return avx2::GemvBf16(x.f32, x.ld, x.m, wn, w.row_stride, k, rows, y + n0, ldy, accumulate);
+  float* pack = tl_pack.As<float>(avx2::PackFloatsGemmBf16(k));
+  float* xp = tl_xpack.As<float>(avx2::PackedXFloats(x.m, k));
+  avx2::PackX(x.f32, x.ld, x.m, k, xp);
+  avx2::GemmBf16(xp, x.m, wn, w.row_stride, k, rows, y + n0, ldy, accumulate, pack);
+}
+
+// FP8-block and MXFP4 rows dequantized exactly to f32 in cache, then the f32 kernels on the
+// bf16-rounded x.
+void Avx2QuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                   size_t ldy, bool accumulate) {
+  const QuantRows q = QuantView(w, n0, n1);
+  const auto decode =
+      w.format == WeightFormat::kFp8Block ? avx2::DecodeFp8Row : avx2::DecodeMxfp4Row;
+  const size_t k = w.cols;
+  float* yn = y + n0;
+  if (x.m < kGemmMinM) {
+    float* row = tl_panel.As<float>(k);
+    for (size_t r = 0; r < q.rows; ++r) {
+      decode(q, r, row);
+      avx2::GemvF32(x.f32, x.ld, x.m, row, k, k, 1, yn + r, ldy, accumulate);
+    }
+    return;
+  }
+  constexpr size_t kPanelRows = 16;
+  float* panel = tl_panel.As<float>(kPanelRows * k);
+  float* pack = tl_pack.As<float>(avx2::PackFloatsGemmBf16(k));
+  float* xp = tl_xpack.As<float>(avx2::PackedXFloats(x.m, k));
+  avx2::PackX(x.f32, x.ld, x.m, k, xp);
+  for (size_t r0 = 0; r0 < q.rows; r0 += kPanelRows) {
+    const size_t nr = std::min(kPanelRows, q.rows - r0);
+    for (size_t r = 0; r < nr; ++r) decode(q, r0 + r, panel + r * k);
+    avx2::GemmF32(xp, x.m, panel, k, k, nr, yn + r0, ldy, accumulate, pack);
+  }
+}
+
+void Avx2Bf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                       size_t ldy, bool accumulate) {
+  const float* xp = PackedForAvx2Panels(x, w.cols);
+  RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
+                     [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                       avx2::MatMulBf16Panels(xp, x.m, Bf16PanelRows(w, g0, n), yg, ldyg, acc);
+                     });
+}
+
+// The FP8 panel kernel exists for AVX2 only: on AVX-512 BF16 the vdpbf16ps FP8-block kernels
+// decode rows in registers and are faster, so model::WeightLayoutFor never makes FP8 panels there.
+void Avx2Fp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                      size_t ldy, bool accumulate) {
+  const float* xp = PackedForAvx2Panels(x, w.cols);
+  float* pack = tl_pack.As<float>(avx2::Fp8PanelPackFloats(w.cols));
+  RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
+                     [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                       avx2::MatMulFp8Panels(xp, x.m, Fp8PanelRows(w, g0, n), yg, ldyg, acc, pack);
+                     });
+}
+
+void Avx2QuantizeRow(const float* x, size_t k, int8_t* q, float* d, int32_t* sum) {
+  avx2::QuantizeRowsQ8(x, k, 1, k, q, k, d, sum, k / kMxfp4I8Block);
+}
+
+void Avx2RoundRow(const float* x, size_t k, float* out, size_t ld) {
+  avx2::RoundRowsToBf16(x, k, 1, k, out, ld);
+}
+
+// ---- AVX-512 BF16 (with VNNI) ----
+
+void Avx512DenseF32Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                        size_t ldy, bool accumulate) {
+  const float* wn = static_cast<const float*>(w.data) + n0 * w.row_stride;
+  avx512bf16::GemvF32(x.f32, x.ld, x.m, wn, w.row_stride, w.cols, n1 - n0, y + n0, ldy, accumulate);
+}
+
+void Avx512DenseBf16Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                         size_t ldy, bool accumulate) {
+  const size_t k = w.cols, rows = n1 - n0;
+  const bf16* wn = static_cast<const bf16*>(w.data) + n0 * w.row_stride;
+  if (x.m < kGemmMinM)
+    return avx512bf16::GemvBf16(x.b16, x.ld, x.m, wn, w.row_stride, k, rows, y + n0, ldy,
+                                accumulate);
+  bf16* pack = tl_pack.As<bf16>(avx512bf16::PackElemsGemmBf16(k));
+  avx512bf16::GemmBf16(x.b16, x.ld, x.m, wn, w.row_stride, k, rows, y + n0, ldy, accumulate, pack);
+}
+
+// FP8-block and MXFP4 codes decoded to exact bf16 (in registers for the GEMV, into 32-row panels
+// for the GEMM) and fed to vdpbf16ps.
+void Avx512QuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                     size_t ldy, bool accumulate) {
+  const QuantRows q = QuantView(w, n0, n1);
+  const bool fp8 = w.format == WeightFormat::kFp8Block;
+  const size_t k = w.cols;
+  float* yn = y + n0;
+  if (x.m < kGemmMinM) {
+    if (fp8) return avx512bf16::GemvFp8(x.b16, x.ld, x.m, q, yn, ldy, accumulate);
+    return avx512bf16::GemvMxfp4(x.b16, x.ld, x.m, q, yn, ldy, accumulate);
+  }
+  bf16* panel = tl_panel.As<bf16>(32 * ((k + 31) / 32 * 32));
+  bf16* pack = tl_pack.As<bf16>(avx512bf16::PackElemsGemmBf16(k));
+  if (fp8) {
+    float* scales = tl_fp8_scales.As<float>(32 * ((k + 127) / 128 + 2));
+    return avx512bf16::GemmFp8(x.b16, x.ld, x.m, q, yn, ldy, accumulate, panel, pack, scales);
+  }
+  avx512bf16::GemmMxfp4(x.b16, x.ld, x.m, q, yn, ldy, accumulate, panel, pack);
+}
+
+// x packed once for the call (PrepareRows), or here by this thread.
+void Avx512Bf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                         size_t ldy, bool accumulate) {
+  const uint32_t* xp = x.panel_pairs;
+  if (!xp) {
+    uint32_t* own = tl_xpack.As<uint32_t>(avx512bf16::Bf16PanelXPairs(x.m, w.cols));
+    avx512bf16::PackBf16PanelX(x.f32, x.ld, x.m, w.cols, own);
+    xp = own;
+  }
+  RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
+                     [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                       avx512bf16::MatMulBf16Panels(xp, x.m, Bf16PanelRows(w, g0, n), yg, ldyg,
+                                                    acc);
+                     });
+}
+
+void Avx512ToBf16Row(const float* x, size_t k, bf16* out, size_t ld) {
+  avx512bf16::ToBf16Rows(x, k, 1, k, out, ld);
+}
+
+// ---- roofline probes ----
+
+double ScalarSumBuffer(const float* data, size_t n) {
+  float s[8] = {};
+  for (size_t i = 0; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) s[j] += data[i + j];
+  return s[0] + s[7];
+}
+
+// The probes' sinks as the table's untyped pointer (float or int32 by probe).
+template <typename T, void (*Chains)(size_t, T*)>
+void Probe(size_t iterations, void* sink) {
+  Chains(iterations, static_cast<T*>(sink));
+}
+
+// ---- the tables (index: WeightKind) ----
+
+using enum XLayout;
+
+constexpr IsaKernels kScalar = {
+    Isa::kScalar,
+    {ScalarRows, ScalarRows, ScalarRows, ScalarRows, Q8GroupRows<MatMulMxfp4I8Reference>,
+     ScalarRows, ScalarRows},
+    {kF32, kRoundedF32, kRoundedF32, kRoundedF32, kQ8, kRoundedF32, kRoundedF32},
+    {8, 8, 8, 8, 8, 8, 8},
+    {8, 8, 8, 8, 8, 8, 8},
+    QuantizeRowQ8Reference,
+    ScalarRoundRow,
+    nullptr,
+    SiluMulReference,
+    AttentionTileScalar,
+    ScalarSumBuffer,
+    {nullptr, 0},
+    {nullptr, 0},
+    {nullptr, 0},
+};
+
+constexpr IsaKernels kAvx2 = {
+    Isa::kAvx2,
+    {Avx2DenseF32Rows, Avx2DenseBf16Rows, Avx2QuantRows, Avx2QuantRows,
+     Q8GroupRows<avx2::MatMulMxfp4I8>, Avx2Bf16PanelRows, Avx2Fp8PanelRows},
+    {kF32, kRoundedF32, kRoundedF32, kRoundedF32, kQ8, kPackedTiles, kPackedTiles},
+    {8, 8, 8, 8, 8, kBf16PanelRows, kFp8PanelRows},
+    {16, 16, 16, 16, 16, kBf16PanelRows, kFp8PanelRows},
+    Avx2QuantizeRow,
+    Avx2RoundRow,
+    nullptr,
+    avx2::SiluMul,
+    avx2::AttentionTile,
+    avx2::SumBuffer,
+    {Probe<float, avx2::F32FmaChains>, 16},
+    {nullptr, 0},  // no bf16 dot: the bf16 GEMMs run on f32 FMAs
+    {Probe<int32_t, avx2::Int8DotChains>, 64},
+};
+
+// The VNNI MXFP4 kernel computes two 8-row groups per register, so its ranges are 16 rows.
+constexpr IsaKernels kAvx512Bf16 = {
+    Isa::kAvx512Bf16,
+    {Avx512DenseF32Rows, Avx512DenseBf16Rows, Avx512QuantRows, Avx512QuantRows,
+     Q8GroupRows<avx512bf16::MatMulMxfp4I8>, Avx512Bf16PanelRows, Avx2Fp8PanelRows},
+    {kF32, kBf16, kBf16, kBf16, kQ8, kPanelPairs, kRoundedF32},
+    {8, 8, 8, 8, 2 * kMxfp4I8GroupRows, kBf16PanelRows, kFp8PanelRows},
+    {32, 32, 32, 32, 2 * kMxfp4I8GroupRows, kBf16PanelRows, kFp8PanelRows},
+    Avx2QuantizeRow,
+    Avx2RoundRow,
+    Avx512ToBf16Row,
+    avx512bf16::SiluMul,
+    avx512bf16::AttentionTile,
+    avx512bf16::SumBuffer,
+    {Probe<float, avx512bf16::F32FmaChains>, 32},
+    {Probe<float, avx512bf16::Bf16DotChains>, 64},
+    {Probe<int32_t, avx512bf16::Int8DotChains>, 128},
+};
+
+}  // namespace
+
+WeightKind KindOf(const WeightMatrix& w) {
+  switch (w.format) {
+    case WeightFormat::kDense:
+      return w.dtype == DType::kF32 ? WeightKind::kDenseF32 : WeightKind::kDenseBf16;
+    case WeightFormat::kFp8Block:
+      return WeightKind::kFp8Block;
+    case WeightFormat::kMxfp4:
+      return WeightKind::kMxfp4;
+    case WeightFormat::kMxfp4I8:
+      return WeightKind::kMxfp4I8;
+    case WeightFormat::kBf16Panel:
+      return WeightKind::kBf16Panel;
+    case WeightFormat::kFp8Panel:
+      return WeightKind::kFp8Panel;
+  }
+  __builtin_unreachable();
+}
+
+const IsaKernels& KernelsFor(Isa isa) {
+  switch (isa) {
+    case Isa::kAvx512Bf16:
+      return kAvx512Bf16;
+    case Isa::kAvx512:
+    case Isa::kAvx2:
+      return kAvx2;
+    case Isa::kScalar:
+      return kScalar;
+  }
+  return kScalar;
+}
+
+}  // namespace moeserve::kernels
