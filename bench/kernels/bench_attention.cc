@@ -39,7 +39,7 @@ struct PagedCache {
   std::vector<const uint8_t*> k8, v8;
   std::vector<const bf16*> k16, v16;
   std::vector<AttentionSeq> seqs16;
-  std::vector<AttentionSeqFp8> seqs8;
+  std::vector<AttentionSeq> seqs8;
 
   PagedCache(const AttentionShape& s, size_t seqs, size_t q_len, size_t kv_len, bool fp8) {
     const size_t per_seq = (kv_len + s.block_size - 1) / s.block_size, blocks = seqs * per_seq;
@@ -75,7 +75,8 @@ struct PagedCache {
       v16.push_back(reinterpret_cast<const bf16*>(v8.back()));
     }
     for (size_t i = 0; i < seqs; ++i) {
-      seqs8.push_back({i * q_len, q_len, kv_len, &k8[i * per_seq], &v8[i * per_seq]});
+      seqs8.push_back(
+          {i * q_len, q_len, kv_len, nullptr, nullptr, &k8[i * per_seq], &v8[i * per_seq]});
       seqs16.push_back({i * q_len, q_len, kv_len, &k16[i * per_seq], &v16[i * per_seq]});
     }
   }
@@ -90,10 +91,7 @@ void Run(const char* name, const AttentionShape& s, size_t seqs, size_t q_len, s
   std::vector<float> q(seqs * q_len * width), out(seqs * q_len * width);
   for (float& v : q) v = (static_cast<int>(rng() % 2001) - 1000) * 1e-3f;
   const Timing tm = Time(runs, [&](int) {
-    if (fp8)
-      AttentionFp8(q.data(), width, cache.seqs8, s, out.data(), width, pool);
-    else
-      Attention(q.data(), width, cache.seqs16, s, out.data(), width, pool);
+    Attention(q.data(), width, fp8 ? cache.seqs8 : cache.seqs16, s, out.data(), width, pool);
   });
   double visible = 0;  // (query, key) pairs, per q head
   for (size_t i = 0; i < q_len; ++i) visible += kv_len - q_len + i + 1;

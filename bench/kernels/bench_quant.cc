@@ -186,20 +186,17 @@ void BenchAttention(const Roofline& roof, ThreadPool& pool, int runs, bool fp8) 
     k16[i] = reinterpret_cast<const bf16*>(k8[i]);
     v16[i] = reinterpret_cast<const bf16*>(v8[i]);
   }
-  std::vector<AttentionSeqFp8> sq8;
+  std::vector<AttentionSeq> sq8;
   std::vector<AttentionSeq> sq16;
   for (size_t i = 0; i < seqs; ++i) {
-    sq8.push_back({i, 1, ctx, k8.data() + i * blocks_per, v8.data() + i * blocks_per});
+    sq8.push_back(
+        {i, 1, ctx, nullptr, nullptr, k8.data() + i * blocks_per, v8.data() + i * blocks_per});
     sq16.push_back({i, 1, ctx, k16.data() + i * blocks_per, v16.data() + i * blocks_per});
   }
   const size_t width = s.num_heads * s.head_dim;
   std::vector<float> q(seqs * width, 0.01f), out(seqs * width);
-  const Timing tm = Time(runs, [&](int) {
-    if (fp8)
-      AttentionFp8(q.data(), width, sq8, s, out.data(), width, pool);
-    else
-      Attention(q.data(), width, sq16, s, out.data(), width, pool);
-  });
+  const Timing tm = Time(
+      runs, [&](int) { Attention(q.data(), width, fp8 ? sq8 : sq16, s, out.data(), width, pool); });
   const double bytes = 2.0 * blocks * block_bytes;
   const double gbps = bytes / tm.median_s / 1e9, best = bytes / tm.best_s / 1e9;
   std::printf(

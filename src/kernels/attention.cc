@@ -23,16 +23,23 @@ namespace {
 
 constexpr size_t kQueryTile = 16;
 
-template <typename Seq>
-void CheckShape(std::span<const Seq> seqs, const AttentionShape& s, size_t ldq, size_t ldo) {
+void CheckShape(std::span<const AttentionSeq> seqs, const AttentionShape& s, size_t ldq,
+                size_t ldo) {
   MOESERVE_CHECK(s.num_kv_heads > 0 && s.num_heads % s.num_kv_heads == 0, "heads ", s.num_heads,
                  " kv heads ", s.num_kv_heads);
   MOESERVE_CHECK(s.head_dim > 0 && s.block_size > 0, "head_dim ", s.head_dim, " block_size ",
                  s.block_size);
   MOESERVE_CHECK(ldq >= s.num_heads * s.head_dim && ldo >= s.num_heads * s.head_dim, "ldq ", ldq,
                  " ldo ", ldo);
-  for (const Seq& q : seqs)
+  const bool fp8 = !seqs.empty() && seqs[0].k_blocks8;
+  for (const AttentionSeq& q : seqs) {
     MOESERVE_CHECK(q.q_len <= q.kv_len, "q_len ", q.q_len, " > kv_len ", q.kv_len);
+    const bool bf16_tables = q.k_blocks && q.v_blocks, fp8_tables = q.k_blocks8 && q.v_blocks8;
+    MOESERVE_CHECK(q.kv_len == 0 || (fp8 ? fp8_tables && !q.k_blocks && !q.v_blocks
+                                         : bf16_tables && !q.k_blocks8 && !q.v_blocks8),
+                   "attention: each sequence needs the K and V block tables of one cache format, "
+                   "the same for every sequence of a call");
+  }
 }
 
 // Baseline primitives for the scalar path (8 partial sums: vectorisable without reassociation).
@@ -59,15 +66,6 @@ void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
 
 #include "kernels/attention_tile.h"
 
-// Either cache format: exactly one of (k, v) and (k8, v8) is set.
-struct SeqView {
-  size_t q_begin, q_len, kv_len;
-  const bf16* const* k;
-  const bf16* const* v;
-  const uint8_t* const* k8;
-  const uint8_t* const* v8;
-};
-
 struct Scratch {
   std::vector<float> k, v, scores, acc, max, sum;
 };
@@ -76,7 +74,7 @@ struct Item {
   size_t seq, kv_head, q0, q1;  // queries [q0, q1) of the sequence (local indices)
 };
 
-void RunItem(Isa isa, const float* q, size_t ldq, const SeqView& sq, const AttentionShape& s,
+void RunItem(Isa isa, const float* q, size_t ldq, const AttentionSeq& sq, const AttentionShape& s,
              const Item& it, float* out, size_t ldo, Scratch& sc) {
   const size_t d = s.head_dim, group = s.num_heads / s.num_kv_heads, bs = s.block_size;
   const size_t rows = (it.q1 - it.q0) * group;
@@ -90,10 +88,10 @@ void RunItem(Isa isa, const float* q, size_t ldq, const SeqView& sq, const Atten
                       ldq,
                       out + sq.q_begin * ldo,
                       ldo,
-                      sq.k,
-                      sq.v,
-                      sq.k8,
-                      sq.v8,
+                      sq.k_blocks,
+                      sq.v_blocks,
+                      sq.k_blocks8,
+                      sq.v_blocks8,
                       KvScaleOffsetFp8(bs, s.num_kv_heads, d),
                       sq.kv_len - sq.q_len,
                       it.q0,
@@ -113,7 +111,7 @@ void RunItem(Isa isa, const float* q, size_t ldq, const SeqView& sq, const Atten
   KernelsFor(isa).attention_tile(a);
 }
 
-void AttentionImpl(const float* q, size_t ldq, std::span<const SeqView> seqs,
+void AttentionImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
                    const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool) {
   thread_local std::vector<Item> items;
   items.clear();
@@ -136,13 +134,13 @@ void AttentionImpl(const float* q, size_t ldq, std::span<const SeqView> seqs,
   });
 }
 
-void ReferenceImpl(const float* q, size_t ldq, std::span<const SeqView> seqs,
+void ReferenceImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
                    const AttentionShape& shape, float* out, size_t ldo) {
   const size_t d = shape.head_dim, group = shape.num_heads / shape.num_kv_heads;
   const size_t bs = shape.block_size;
   std::vector<float> scores;
   const size_t scale_offset = KvScaleOffsetFp8(bs, shape.num_kv_heads, d);
-  for (const SeqView& sq : seqs) {
+  for (const AttentionSeq& sq : seqs) {
     for (size_t i = 0; i < sq.q_len; ++i) {
       const size_t pos = sq.kv_len - sq.q_len + i;
       scores.assign(pos + 1, 0.0f);
@@ -157,14 +155,14 @@ void ReferenceImpl(const float* q, size_t ldq, std::span<const SeqView> seqs,
         // the kernels) was wrong in the ASan + UBSan build (issue 14).
         auto kv_at = [&](bool is_k, size_t p, size_t j) {
           const size_t at = (p % bs) * shape.num_kv_heads + g;
-          if (sq.k8) {
-            const uint8_t* const* table = is_k ? sq.k8 : sq.v8;
+          if (sq.k_blocks8) {
+            const uint8_t* const* table = is_k ? sq.k_blocks8 : sq.v_blocks8;
             const uint8_t* block = table[p / bs];
             float scale;
             std::memcpy(&scale, block + scale_offset + at * sizeof(float), sizeof(float));
             return E4M3ToFloat(block[at * d + j]) * scale;
           }
-          const bf16* const* table = is_k ? sq.k : sq.v;
+          const bf16* const* table = is_k ? sq.k_blocks : sq.v_blocks;
           return Bf16ToF32(table[p / bs][at * d + j]);
         };
         float mx = -std::numeric_limits<float>::infinity();
@@ -199,39 +197,13 @@ void AttentionTileScalar(const AttentionTileArgs& args) {
 void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
                const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool) {
   CheckShape(seqs, shape, ldq, ldo);
-  thread_local std::vector<SeqView> views;
-  views.clear();
-  for (const AttentionSeq& s : seqs)
-    views.push_back({s.q_begin, s.q_len, s.kv_len, s.k_blocks, s.v_blocks, nullptr, nullptr});
-  AttentionImpl(q, ldq, views, shape, out, ldo, pool);
-}
-
-void AttentionFp8(const float* q, size_t ldq, std::span<const AttentionSeqFp8> seqs,
-                  const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool) {
-  CheckShape(seqs, shape, ldq, ldo);
-  thread_local std::vector<SeqView> views;
-  views.clear();
-  for (const AttentionSeqFp8& s : seqs)
-    views.push_back({s.q_begin, s.q_len, s.kv_len, nullptr, nullptr, s.k_blocks, s.v_blocks});
-  AttentionImpl(q, ldq, views, shape, out, ldo, pool);
+  AttentionImpl(q, ldq, seqs, shape, out, ldo, pool);
 }
 
 void AttentionReference(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
                         const AttentionShape& shape, float* out, size_t ldo) {
   CheckShape(seqs, shape, ldq, ldo);
-  std::vector<SeqView> views;
-  for (const AttentionSeq& s : seqs)
-    views.push_back({s.q_begin, s.q_len, s.kv_len, s.k_blocks, s.v_blocks, nullptr, nullptr});
-  ReferenceImpl(q, ldq, views, shape, out, ldo);
-}
-
-void AttentionFp8Reference(const float* q, size_t ldq, std::span<const AttentionSeqFp8> seqs,
-                           const AttentionShape& shape, float* out, size_t ldo) {
-  CheckShape(seqs, shape, ldq, ldo);
-  std::vector<SeqView> views;
-  for (const AttentionSeqFp8& s : seqs)
-    views.push_back({s.q_begin, s.q_len, s.kv_len, nullptr, nullptr, s.k_blocks, s.v_blocks});
-  ReferenceImpl(q, ldq, views, shape, out, ldo);
+  ReferenceImpl(q, ldq, seqs, shape, out, ldo);
 }
 
 }  // namespace moeserve::kernels

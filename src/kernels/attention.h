@@ -12,14 +12,22 @@ namespace moeserve::kernels {
 
 // One sequence's slice of the flat batch. Its q_len new tokens are rows q_begin.. of q/out, at
 // positions kv_len − q_len .. kv_len − 1; their K/V are already in the cache. Position p of the
-// sequence lives in block k_blocks[p / block_size], row p % block_size. A block is
-// [block_size, num_kv_heads, head_dim] bf16 (K and V blocks alike).
+// sequence lives in block k_blocks[p / block_size], row p % block_size, in one of two cache
+// formats (set one pair of block tables; every sequence of a call uses the same format):
+//  - bf16 (k_blocks, v_blocks): a block is [block_size, num_kv_heads, head_dim] bf16.
+//  - FP8 e4m3 (k_blocks8, v_blocks8): a block is KvBlockBytesFp8(block_size, num_kv_heads,
+//    head_dim) bytes (kernels/quant.h): codes [block_size, num_kv_heads, head_dim], then f32
+//    scales [block_size, num_kv_heads] at KvScaleOffsetFp8(...); blocks 4-byte aligned, rows
+//    written with WriteKvRowFp8 (scale = amax / 448 per token and kv head). K/V values are
+//    dequantized exactly (e4m3 · scale, one f32 rounding), then everything is as for bf16.
 struct AttentionSeq {
   size_t q_begin = 0;
   size_t q_len = 0;
   size_t kv_len = 0;
   const bf16* const* k_blocks = nullptr;
   const bf16* const* v_blocks = nullptr;
+  const uint8_t* const* k_blocks8 = nullptr;
+  const uint8_t* const* v_blocks8 = nullptr;
 };
 
 struct AttentionShape {
@@ -32,31 +40,11 @@ struct AttentionShape {
 
 // out[t, h*head_dim + d] = Σ_p softmax_p(scale · q_t,h · k_p,g) · v_p,g[d], g = h /
 // (heads/kv_heads), p ≤ position of t. q: f32 [*, ldq]; out: f32 [*, ldo]. Scores, softmax and sums
-// in f32 (K and V are read from bf16). Work is split over (sequence, kv head, query tile).
+// in f32 (K and V are read from bf16 or FP8). Work is split over (sequence, kv head, query tile).
 void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
                const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool);
 
 void AttentionReference(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
                         const AttentionShape& shape, float* out, size_t ldo);
-
-// The same attention over an FP8 (e4m3) KV cache. A block is KvBlockBytesFp8(block_size,
-// num_kv_heads, head_dim) bytes (kernels/quant.h): codes [block_size, num_kv_heads, head_dim],
-// then f32 scales [block_size, num_kv_heads] at KvScaleOffsetFp8(...); blocks must be 4-byte
-// aligned. Rows are written with WriteKvRowFp8 (scale = amax / 448 per token and kv head).
-// K/V values are dequantized exactly (e4m3 · scale, one f32 rounding) and then everything is as
-// for bf16: f32 scores, softmax and sums.
-struct AttentionSeqFp8 {
-  size_t q_begin = 0;
-  size_t q_len = 0;
-  size_t kv_len = 0;
-  const uint8_t* const* k_blocks = nullptr;
-  const uint8_t* const* v_blocks = nullptr;
-};
-
-void AttentionFp8(const float* q, size_t ldq, std::span<const AttentionSeqFp8> seqs,
-                  const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool);
-
-void AttentionFp8Reference(const float* q, size_t ldq, std::span<const AttentionSeqFp8> seqs,
-                           const AttentionShape& shape, float* out, size_t ldo);
 
 }  // namespace moeserve::kernels

@@ -1,5 +1,5 @@
-// FP8 (e4m3, per token and kv head scale) KV cache: row quantizer, block layout, and AttentionFp8
-// on every ISA path against AttentionFp8Reference; plus the accuracy cost against bf16.
+// FP8 (e4m3, per token and kv head scale) KV cache: row quantizer, block layout, and Attention
+// over it on every ISA path against AttentionReference; plus the accuracy cost against bf16.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -62,7 +62,7 @@ struct Caches {
   std::vector<std::vector<bf16>> k16, v16;
   std::vector<std::vector<const uint8_t*>> k8t, v8t;
   std::vector<std::vector<const bf16*>> k16t, v16t;
-  std::vector<AttentionSeqFp8> fp8;
+  std::vector<AttentionSeq> fp8;
   std::vector<AttentionSeq> b16;
   size_t total_q = 0;
 };
@@ -106,7 +106,8 @@ void Build(const AttentionShape& s, const std::vector<size_t>& q_lens,
       c.k16t[i].push_back(c.k16[order[next]].data());
       c.v16t[i].push_back(c.v16[order[next]].data());
     }
-    c.fp8.push_back({q_begin, q_lens[i], kv_lens[i], c.k8t[i].data(), c.v8t[i].data()});
+    c.fp8.push_back(
+        {q_begin, q_lens[i], kv_lens[i], nullptr, nullptr, c.k8t[i].data(), c.v8t[i].data()});
     c.b16.push_back({q_begin, q_lens[i], kv_lens[i], c.k16t[i].data(), c.v16t[i].data()});
     q_begin += q_lens[i];
   }
@@ -121,7 +122,7 @@ void CheckFp8(const AttentionShape& s, const std::vector<size_t>& q_lens,
   const size_t width = s.num_heads * s.head_dim, ldq = width + 3, ldo = width + 5;
   const std::vector<float> q = RandomF32(c.total_q * ldq, rng, -1, 1);
   std::vector<float> ref(c.total_q * ldo, -7.0f), b16(c.total_q * ldo, -7.0f);
-  AttentionFp8Reference(q.data(), ldq, c.fp8, s, ref.data(), ldo);
+  AttentionReference(q.data(), ldq, c.fp8, s, ref.data(), ldo);
   AttentionReference(q.data(), ldq, c.b16, s, b16.data(), ldo);
   double err2 = 0, ref2 = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -134,7 +135,7 @@ void CheckFp8(const AttentionShape& s, const std::vector<size_t>& q_lens,
   EXPECT_LT(std::sqrt(err2 / ref2), 1.0 / 16);
   const Isa isa = BestIsa();  // the test's ISA (EveryIsa caps it)
   std::vector<float> got(c.total_q * ldo, -7.0f);
-  AttentionFp8(q.data(), ldq, c.fp8, s, got.data(), ldo, pool);
+  Attention(q.data(), ldq, c.fp8, s, got.data(), ldo, pool);
   for (size_t i = 0; i < got.size(); ++i)
     // As the bf16 test: K/V dequantize to the same f32 values in every path (one f32 product
     // each); what differs is f32 summation order and the vector exp. |V| <= 1, so outputs are
@@ -150,6 +151,32 @@ TEST_P(AttentionFp8EveryIsa, MatchesReference) {
   CheckFp8({6, 2, 16, 4, 0.25f}, {1, 20, 5, 0}, {37, 20, 23, 9}, pool, rng);
   CheckFp8({12, 2, 128, 5, 1 / std::sqrt(128.0f)}, {1, 33}, {100, 40}, pool, rng);
   CheckFp8({3, 3, 20, 16, 0.2f}, {17, 1}, {17, 18}, pool, rng);  // head_dim 20: vector tails
+}
+
+// One entry point serves both caches: a call whose sequences mix the formats, or a sequence with
+// both pairs of tables or only one table of a pair, fails the call's check (a caller's bug, as
+// q_len > kv_len) instead of being read as the wrong format.
+TEST(AttentionCacheFormatDeathTest, MixedOrIncompleteTablesAreRefused) {
+  ThreadPool pool(1);
+  std::mt19937 rng(8);
+  const AttentionShape s{4, 2, 16, 4, 0.25f};
+  Caches c;
+  Build(s, {3, 2}, {9, 6}, rng, c, 1);
+  const size_t width = s.num_heads * s.head_dim;
+  std::vector<float> q(c.total_q * width, 0.1f), out(c.total_q * width);
+  auto run = [&](std::vector<AttentionSeq> seqs) {
+    Attention(q.data(), width, seqs, s, out.data(), width, pool);
+  };
+  EXPECT_NO_THROW(run(c.fp8));
+  EXPECT_NO_THROW(run(c.b16));
+  EXPECT_DEATH(run({c.b16[0], c.fp8[1]}), "one cache format");
+  EXPECT_DEATH(run({c.fp8[0], c.b16[1]}), "one cache format");
+  AttentionSeq both = c.fp8[0];
+  both.k_blocks = c.b16[0].k_blocks, both.v_blocks = c.b16[0].v_blocks;
+  EXPECT_DEATH(run({both}), "one cache format");
+  AttentionSeq half = c.b16[0];
+  half.v_blocks = nullptr;
+  EXPECT_DEATH(run({half}), "one cache format");
 }
 
 // The fast tile decodes 64 codes per transposed dword row: head_dim around and between multiples

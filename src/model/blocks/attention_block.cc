@@ -131,7 +131,8 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
 
   // Per-sequence views of the cache blocks for this layer.
   std::vector<std::vector<const uint8_t*>> k_blocks(batch.seqs.size()), v_blocks(batch.seqs.size());
-  std::vector<kernels::AttentionSeqFp8> seqs(batch.seqs.size());
+  std::vector<kernels::AttentionSeq> seqs(batch.seqs.size());
+  const bool fp8 = kv.dtype() == DType::kF8E4M3;
   size_t row = 0;
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
     const SequenceSlice& s = batch.seqs[i];
@@ -141,22 +142,20 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
       k_blocks[i].push_back(kv.KeyBlock(layer, s.block_table[b]));
       v_blocks[i].push_back(kv.ValueBlock(layer, s.block_table[b]));
     }
-    seqs[i] = {row, s.num_new_tokens, kv_len, k_blocks[i].data(), v_blocks[i].data()};
+    kernels::AttentionSeq& seq = seqs[i];
+    seq = {row, s.num_new_tokens, kv_len};
+    if (fp8) {
+      seq.k_blocks8 = k_blocks[i].data();
+      seq.v_blocks8 = v_blocks[i].data();
+    } else {  // bf16 blocks: the same block pointers, typed
+      seq.k_blocks = reinterpret_cast<const bf16* const*>(k_blocks[i].data());
+      seq.v_blocks = reinterpret_cast<const bf16* const*>(v_blocks[i].data());
+    }
     row += s.num_new_tokens;
   }
   const kernels::AttentionShape shape{local_heads_, local_kv_heads_, d, kv.block_size(),
                                       1.0f / std::sqrt(static_cast<float>(d))};
-  if (kv.dtype() == DType::kF8E4M3) {
-    kernels::AttentionFp8(q.data(), qw, seqs, shape, attn.data(), qw, pool);
-  } else {
-    // bf16 blocks: the same block pointers, typed.
-    std::vector<kernels::AttentionSeq> bf16_seqs(seqs.size());
-    for (size_t i = 0; i < seqs.size(); ++i)
-      bf16_seqs[i] = {seqs[i].q_begin, seqs[i].q_len, seqs[i].kv_len,
-                      reinterpret_cast<const bf16* const*>(seqs[i].k_blocks),
-                      reinterpret_cast<const bf16* const*>(seqs[i].v_blocks)};
-    kernels::Attention(q.data(), qw, bf16_seqs, shape, attn.data(), qw, pool);
-  }
+  kernels::Attention(q.data(), qw, seqs, shape, attn.data(), qw, pool);
   kernels::MatMul(attn.data(), qw, t, wo_, out, h, pool);
   ctx.comm->AllReduceSum(out, t * h);
 }
