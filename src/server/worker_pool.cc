@@ -1,6 +1,7 @@
 #include "server/worker_pool.h"
 
 #include <algorithm>
+#include <system_error>
 #include <thread>
 
 namespace moeserve::server {
@@ -29,49 +30,61 @@ void WorkerPool::Post(std::function<void()> job) {
     w->cv.notify_one();
     return;
   }
+  queue_.push_back(std::move(job));
   if (threads_ < max_threads_) {
     ++threads_;
     ++started_;
-    // Detached: a thread's last touch of the pool is under mu_, before all_exited_ is notified.
-    std::thread([this, job = std::move(job)]() mutable {
-      Worker self;
-      Loop(&self, std::move(job));
-    }).detach();
-    return;
+    try {
+      // Detached: a thread's last touch of the pool is under mu_, before all_exited_ is notified.
+      std::thread([this] {
+        Worker self;
+        Loop(&self);
+      }).detach();
+    } catch (const std::system_error&) {
+      // Out of threads (ulimit): the job waits for a running thread; with none, the caller learns.
+      --threads_;
+      --started_;
+      if (threads_ == 0) {
+        queue_.pop_back();
+        throw;
+      }
+    }
   }
-  queue_.push_back(std::move(job));
 }
 
-void WorkerPool::Loop(Worker* self, std::function<void()> job) {
+void WorkerPool::Loop(Worker* self) {
+  std::unique_lock lock(mu_);
   for (;;) {
-    job();
-    job = nullptr;  // the job's captures are destroyed on this thread, outside the lock
-    std::unique_lock lock(mu_);
+    std::function<void()> job;
     if (!queue_.empty()) {
       job = std::move(queue_.front());
       queue_.pop_front();
-      continue;
-    }
-    bool exit = false;
-    while (!self->job && !exit) {
-      if (stopping_) {
-        exit = true;
-        break;
+    } else {
+      bool exit = false;
+      while (!self->job && !exit) {
+        if (stopping_) {
+          exit = true;
+          break;
+        }
+        idle_.push_back(self);
+        const bool woken =
+            self->cv.wait_for(lock, idle_exit_, [&] { return self->job || stopping_; });
+        if (self->job) break;  // Post took it off idle_
+        idle_.erase(std::find(idle_.begin(), idle_.end(), self));
+        if (!woken && threads_ > min_threads_) exit = true;
       }
-      idle_.push_back(self);
-      const bool woken =
-          self->cv.wait_for(lock, idle_exit_, [&] { return self->job || stopping_; });
-      if (self->job) break;  // Post took it off idle_
-      idle_.erase(std::find(idle_.begin(), idle_.end(), self));
-      if (!woken && threads_ > min_threads_) exit = true;
+      if (exit) {
+        --threads_;
+        all_exited_.notify_all();
+        return;
+      }
+      job = std::move(self->job);
+      self->job = nullptr;
     }
-    if (exit) {
-      --threads_;
-      all_exited_.notify_all();
-      return;
-    }
-    job = std::move(self->job);
-    self->job = nullptr;
+    lock.unlock();
+    job();
+    job = nullptr;  // the job's captures are destroyed on this thread, outside the lock
+    lock.lock();
   }
 }
 

@@ -35,7 +35,7 @@ class WorkerPool {
   WorkerPool& operator=(const WorkerPool&) = delete;
 
   // Runs `job` on a pool thread; never blocks. `job` must not throw. Jobs posted after Join has
-  // begun are dropped.
+  // begun are dropped. Throws std::system_error only when no thread runs and none can start.
   void Post(std::function<void()> job);
   // Runs the queued jobs, then ends every thread and waits for them.
   void Join();
@@ -47,7 +47,7 @@ class WorkerPool {
 
  private:
   struct Worker;
-  void Loop(Worker* self, std::function<void()> job);
+  void Loop(Worker* self);
 
   const size_t max_threads_, min_threads_;
   const std::chrono::milliseconds idle_exit_;
