@@ -10,7 +10,6 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -29,6 +28,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "server/memory_release.h"
+#include "server/worker_pool.h"
 
 namespace moeserve::server {
 
@@ -126,7 +126,7 @@ struct HttpTransport::Impl {
       : limits(l),
         router(std::move(r)),
         error(std::move(e)),
-        pool(std::max<size_t>(limits.worker_threads, 1)) {}
+        pool(std::max<size_t>(limits.worker_threads, 1), kMinWorkerThreads, kWorkerIdleExit) {}
 
   awaitable<void> Accept();
   awaitable<void> Serve(std::shared_ptr<Conn> c);
@@ -134,6 +134,8 @@ struct HttpTransport::Impl {
   awaitable<void> Refuse(tcp::socket s);
   awaitable<void> SendError(Conn& c, int status, const std::string& message);
   awaitable<void> LingeringClose(beast::tcp_stream& s);
+  // Runs `fn` on the worker pool; the coroutine resumes on the io thread once it has returned.
+  awaitable<void> OnWorker(std::function<void()> fn);
   // Runs `fn` on the io thread and waits for it.
   void OnIo(std::function<void()> fn);
 
@@ -143,7 +145,11 @@ struct HttpTransport::Impl {
   asio::io_context ioc{1};
   asio::executor_work_guard<asio::io_context::executor_type> guard{ioc.get_executor()};
   tcp::acceptor acceptor{ioc};
-  asio::thread_pool pool;
+  // Handlers that block. LIFO with idle threads ending (worker_pool.h): the threads that keep
+  // per-thread memory are as many as the handlers running at once, not every one in rotation.
+  static constexpr size_t kMinWorkerThreads = 4;
+  static constexpr std::chrono::milliseconds kWorkerIdleExit{std::chrono::seconds(5)};
+  WorkerPool pool;
   IdleTrim idle_trim;  // malloc's free pages, given back when the last request ends
   std::list<std::shared_ptr<Conn>> conns;  // io thread only
   std::atomic<int> active{0};
@@ -159,6 +165,23 @@ void HttpTransport::Impl::OnIo(std::function<void()> fn) {
     done.set_value();
   });
   done.get_future().wait();
+}
+
+awaitable<void> HttpTransport::Impl::OnWorker(std::function<void()> fn) {
+  // `fn` lives in this coroutine's frame until the worker has run it and resumed us.
+  co_await asio::async_initiate<decltype(use_awaitable), void()>(
+      [this, &fn](auto handler) {
+        // The handler resumes the coroutine on the io thread, which must not run out of work
+        // meanwhile (a tracked executor).
+        auto h = std::make_shared<decltype(handler)>(std::move(handler));
+        auto io = asio::prefer(ioc.get_executor(), asio::execution::outstanding_work.tracked);
+        pool.Post([h, &fn, io] {
+          fn();
+          auto ex = asio::get_associated_executor(*h, io);
+          asio::post(ex, std::move(*h));
+        });
+      },
+      use_awaitable);
 }
 
 awaitable<void> HttpTransport::Impl::Accept() {
@@ -276,7 +299,7 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
       Impl& im;
       ~Active() {
         if (--im.active == 0 && im.idle_trim.Due())
-          asio::post(im.pool, [&trim = im.idle_trim] { trim.Trim(); });
+          im.pool.Post([&trim = im.idle_trim] { trim.Trim(); });
       }
     } counted{*this};
 
@@ -354,20 +377,20 @@ awaitable<void> HttpTransport::Impl::Serve(std::shared_ptr<Conn> c) {
       error(500, e.what(), res);
     }
     if (work) {
-      co_await asio::co_spawn(
-          pool,
-          [&]() -> awaitable<void> {
-            try {
-              work(req, res);
-            } catch (const std::exception& e) {
-              res = HttpResponse{};
-              res.status = 500;
-              error(500, e.what(), res);
-            }
-            ReleaseUnusedStack();
-            co_return;
-          },
-          use_awaitable);
+      co_await OnWorker([&] {
+        try {
+          work(req, res);
+        } catch (const std::exception& e) {
+          res = HttpResponse{};
+          res.status = 500;
+          error(500, e.what(), res);
+        } catch (...) {
+          res = HttpResponse{};
+          res.status = 500;
+          error(500, "unknown error", res);
+        }
+        ReleaseUnusedStack();
+      });
     }
 
     const bool again = keep_alive && !draining.load();
@@ -506,7 +529,7 @@ void HttpTransport::Run() {
     }
   });
   im.ioc.run();
-  im.pool.join();
+  im.pool.Join();
 }
 
 void HttpTransport::Shutdown(double drain_timeout_s, const std::function<void()>& on_deadline) {

@@ -10,9 +10,9 @@
 //    malloc_trim when its handler ends, which hands the free pages of every arena back to the
 //    system (the parsed JSON of a large body is millions of small blocks).
 //  - ReleaseUnusedStack after every handler on the HTTP worker pool: the thread's stack pages
-//    below the current frame go back to the system. The pool has max-num-seqs + 8 threads (264
-//    by default) and each kept its deepest handler frames (JSON parsing, template rendering)
-//    resident, so idle RSS crept up as load rotated over the threads.
+//    below the current frame go back to the system. The pool has up to max-num-seqs + 8
+//    threads (264 by default) and each kept its deepest handler frames (JSON parsing, template
+//    rendering) resident. (The pool no longer rotates over all of them: worker_pool.h.)
 //  - IdleTrim: when the last request ends, malloc_trim on a worker thread, so that the free
 //    pages of every arena go back while the server idles.
 #pragma once

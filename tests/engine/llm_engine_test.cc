@@ -78,12 +78,13 @@ class RecordingSink final : public RequestSink {
 };
 
 struct Fixture {
-  explicit Fixture(size_t max_batched_tokens = 64, size_t long_prefill = 0) {
+  explicit Fixture(size_t max_batched_tokens = 64, size_t long_prefill = 0,
+                   size_t max_model_len = 64) {
     EngineConfig c;
     c.scheduler.max_num_batched_tokens = max_batched_tokens;
     c.scheduler.long_prefill_token_threshold = long_prefill;
     c.scheduler.max_num_prefills_while_decoding = 0;
-    c.scheduler.max_model_len = 64;
+    c.scheduler.max_model_len = max_model_len;
     c.scheduler.num_kv_blocks = 32;
     c.scheduler.block_size = 4;
     c.scheduler.prefix_caching = false;
@@ -248,6 +249,33 @@ TEST(LLMEngine, WarmUpRunsTheLargestStepThenServesAsBefore) {
   EXPECT_EQ(a->tokens, b->tokens);
   EXPECT_EQ(warm.model.slices.size(), cold.model.slices.size() + 22);
   EXPECT_EQ(warm.engine->Stats().kv_blocks_used, 0u);
+}
+
+// The warm-up's step fills the token budget even when one sequence cannot (max_model_len 16 <
+// 64 batched tokens): the scheduler batches several prompts, and a warm-up of one max_model_len
+// prompt left the step-sized buffers to grow at the first burst of arrivals (issue 14's soak).
+// 43 tokens as prompts of 16, 16 and 11 (11 blocks) + 21 one-token sequences = 64 tokens in 32
+// blocks.
+TEST(LLMEngine, WarmUpFillsTheTokenBudgetWithSeveralPrompts) {
+  Fixture f(64, 0, 16);
+  f.engine->WarmUp();
+  ASSERT_EQ(f.model.batches.size(), 1u);
+  const model::Batch& step = f.model.batches[0];
+  EXPECT_EQ(step.num_tokens(), 64u);
+  ASSERT_EQ(f.model.slices.size(), 24u);
+  EXPECT_EQ(f.model.slices[0], (std::pair<size_t, size_t>{16, 0}));
+  EXPECT_EQ(f.model.slices[1], (std::pair<size_t, size_t>{16, 0}));
+  EXPECT_EQ(f.model.slices[2], (std::pair<size_t, size_t>{11, 0}));
+  EXPECT_EQ(f.model.slices[3], (std::pair<size_t, size_t>{1, 0}));
+  ASSERT_EQ(step.logits_rows.size(), 24u);
+  EXPECT_EQ(step.logits_rows[0], 15);
+  EXPECT_EQ(step.logits_rows[1], 31);
+  EXPECT_EQ(step.logits_rows[2], 42);
+  EXPECT_EQ(step.logits_rows.back(), 63);
+  EXPECT_EQ(f.engine->Stats().kv_blocks_used, 0u);
+  auto a = f.Add(1, {1, 2, 3, 4, 5}, 3);
+  f.engine->RunUntilIdle();
+  EXPECT_EQ(a->tokens.size(), 3u);
 }
 
 }  // namespace
