@@ -2,9 +2,9 @@
 # Sanitizer builds of the threaded core for CI (issue 14), with GCC (no extra packages; clang's
 # ASan cannot compile the transport's Asio coroutines). Each builds in its own tree
 # (build-ci-tsan, build-ci-asan); any report fails the run (TSan exits 66, ASan / UBSan abort).
-#  - TSan: the thread pool, the huge-page arena and every kernel test (the kernels split their
-#    work over the thread pool; TSan checks those splits).
-#  - ASan + UBSan: the thread pool and arena tests and every kernel test (adds about 2 minutes on
+#  - TSan: the thread pool, the huge-page arena, the HTTP handlers' WorkerPool and every kernel
+#    test (the kernels split their work over the thread pool; TSan checks those splits).
+#  - ASan + UBSan: the thread pool, arena and WorkerPool tests and every kernel test (adds about 2 minutes on
 #    2 cores: 1m53s to build kernels_test, 11 s to run it). Its attention tests once failed here
 #    against a reference that GCC 12 miscompiled under -fsanitize=undefined (a ?: subscript,
 #    src/kernels/attention.cc ReferenceImpl; issue 14).
@@ -39,10 +39,10 @@ run() {  # name, flags, targets...
 }
 
 case $which in
-  tsan | all) run tsan "-fsanitize=thread" runtime_test kernels_test ;;&
+  tsan | all) run tsan "-fsanitize=thread" runtime_test worker_pool_test kernels_test ;;&
   asan | all)
     run asan "-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-      runtime_test kernels_test
+      runtime_test worker_pool_test kernels_test
     ;;
   tsan | asan) ;;
   *) echo "usage: $0 [tsan|asan|all]" >&2; exit 2 ;;
