@@ -96,8 +96,9 @@ void ScalarRoundRow(const float* x, size_t k, float* out, size_t ld) {
 
 // ---- AVX2 (and AVX-512 without BF16) ----
 
-// x as the AVX2 panel kernels read it: packed once for the call, or here by this thread.
-const float* PackedForAvx2Panels(const PreparedX& x, size_t k) {
+// x as avx2::PackX lays it out for the AVX2 GEMMs and panel kernels: packed once for the call
+// (PrepareRows, panel weights only), or here by this thread.
+const float* PackedXForAvx2(const PreparedX& x, size_t k) {
   if (x.packed_f32) return x.packed_f32;
   float* xp = tl_xpack.As<float>(avx2::PackedXFloats(x.m, k));
   avx2::PackX(x.f32, x.ld, x.m, k, xp);
@@ -117,8 +118,7 @@ void Avx2DenseBf16Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, siz
   if (x.m < kGemmMinM)
     return avx2::GemvBf16(x.f32, x.ld, x.m, wn, w.row_stride, k, rows, y + n0, ldy, accumulate);
   float* pack = tl_pack.As<float>(avx2::PackFloatsGemmBf16(k));
-  float* xp = tl_xpack.As<float>(avx2::PackedXFloats(x.m, k));
-  avx2::PackX(x.f32, x.ld, x.m, k, xp);
+  const float* xp = PackedXForAvx2(x, k);
   avx2::GemmBf16(xp, x.m, wn, w.row_stride, k, rows, y + n0, ldy, accumulate, pack);
 }
 
@@ -142,8 +142,7 @@ void Avx2QuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t 
   constexpr size_t kPanelRows = 16;
   float* panel = tl_panel.As<float>(kPanelRows * k);
   float* pack = tl_pack.As<float>(avx2::PackFloatsGemmBf16(k));
-  float* xp = tl_xpack.As<float>(avx2::PackedXFloats(x.m, k));
-  avx2::PackX(x.f32, x.ld, x.m, k, xp);
+  const float* xp = PackedXForAvx2(x, k);
   for (size_t r0 = 0; r0 < q.rows; r0 += kPanelRows) {
     const size_t nr = std::min(kPanelRows, q.rows - r0);
     for (size_t r = 0; r < nr; ++r) decode(q, r0 + r, panel + r * k);
@@ -153,7 +152,7 @@ void Avx2QuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t 
 
 void Avx2Bf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                        size_t ldy, bool accumulate) {
-  const float* xp = PackedForAvx2Panels(x, w.cols);
+  const float* xp = PackedXForAvx2(x, w.cols);
   RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
                      [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
                        avx2::MatMulBf16Panels(xp, x.m, Bf16PanelRows(w, g0, n), yg, ldyg, acc);
@@ -164,7 +163,7 @@ void Avx2Bf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, siz
 // decode rows in registers and are faster, so model::WeightLayoutFor never makes FP8 panels there.
 void Avx2Fp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                       size_t ldy, bool accumulate) {
-  const float* xp = PackedForAvx2Panels(x, w.cols);
+  const float* xp = PackedXForAvx2(x, w.cols);
   float* pack = tl_pack.As<float>(avx2::Fp8PanelPackFloats(w.cols));
   RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
                      [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "core/check.h"
-#include "kernels/activation.h"
 #include "kernels/bf16_panels.h"
 #include "kernels/fp8_panels.h"
 #include "kernels/isa_kernels.h"

@@ -16,8 +16,8 @@
 namespace moeserve::kernels::avx2 {
 namespace {
 
-constexpr size_t kBlock = 32;
-constexpr size_t kGroupRows = 8;
+constexpr size_t kBlock = kMxfp4I8Block;
+constexpr size_t kGroupRows = kMxfp4I8GroupRows;
 constexpr size_t kBlockCodeBytes = 128;
 // Largest k whose decoded row group (8 · k bytes of u) the matmul keeps in its stack buffer and
 // reuses across token tiles; a larger k decodes every block once per tile of 4 tokens instead.

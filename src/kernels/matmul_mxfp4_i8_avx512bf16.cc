@@ -25,8 +25,8 @@
 namespace moeserve::kernels::avx512bf16 {
 namespace {
 
-constexpr size_t kBlock = 32;
-constexpr size_t kGroupRows = 8;
+constexpr size_t kBlock = kMxfp4I8Block;
+constexpr size_t kGroupRows = kMxfp4I8GroupRows;
 constexpr size_t kBlockCodeBytes = 128;
 constexpr size_t kPairRows = 2 * kGroupRows;
 // Per-token, per-block constants (0.5·d and −12·sum) precomputed for a run of tokens.

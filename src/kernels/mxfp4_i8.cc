@@ -9,8 +9,8 @@
 namespace moeserve::kernels {
 namespace {
 
-constexpr size_t kBlock = 32;     // columns per e8m0 scale and per Q8 activation block
-constexpr size_t kGroupRows = 8;  // rows per repacked group
+constexpr size_t kBlock = kMxfp4I8Block;  // columns per e8m0 scale and per Q8 activation block
+constexpr size_t kGroupRows = kMxfp4I8GroupRows;             // rows per repacked group
 constexpr size_t kBlockCodeBytes = kGroupRows * kBlock / 2;  // 128: 4 chunks of 32 bytes
 
 size_t Groups(size_t rows) {
