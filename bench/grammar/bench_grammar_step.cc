@@ -163,10 +163,11 @@ std::vector<size_t> ParseList(const std::string& s) {
 
 int Run(const Options& o) {
   ThreadPool pool(o.threads);
+  kernels::KernelContext kernels(pool);
   dist::SingleRankCommunicator comm;
-  const model::RunContext ctx{&pool, &comm};
+  const model::RunContext ctx{&kernels, &comm};
   // As `moeserve serve` loads weights on this ISA.
-  model::LoadOptions lo = model::WeightLayoutFor(BestIsa(), true);
+  model::LoadOptions lo = model::WeightLayoutFor(kernels.isa(), true);
   lo.int8_activations = true;
   auto model = model::LoadModel(o.model_dir, {{0, 1}, false}, ctx, lo);
   const model::ModelConfig& cfg = model->config();

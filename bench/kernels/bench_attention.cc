@@ -84,14 +84,14 @@ struct PagedCache {
 };
 
 void Run(const char* name, const AttentionShape& s, size_t seqs, size_t q_len, size_t kv_len,
-         bool fp8, const Roofline& roof, ThreadPool& pool, int runs) {
+         bool fp8, const Roofline& roof, KernelContext& ctx, int runs) {
   const PagedCache cache(s, seqs, q_len, kv_len, fp8);
   const size_t width = s.num_heads * s.head_dim;
   std::mt19937 rng(3);
   std::vector<float> q(seqs * q_len * width), out(seqs * q_len * width);
   for (float& v : q) v = (static_cast<int>(rng() % 2001) - 1000) * 1e-3f;
   const Timing tm = Time(runs, [&](int) {
-    Attention(q.data(), width, fp8 ? cache.seqs8 : cache.seqs16, s, out.data(), width, pool);
+    Attention(q.data(), width, fp8 ? cache.seqs8 : cache.seqs16, s, out.data(), width, ctx);
   });
   double visible = 0;  // (query, key) pairs, per q head
   for (size_t i = 0; i < q_len; ++i) visible += kv_len - q_len + i + 1;
@@ -125,9 +125,10 @@ int Main(int argc, char** argv) {
       quick = true;
   }
   ThreadPool pool(threads);
+  KernelContext ctx(pool);
   std::printf("isa %s, %zu threads, median of %d runs\n", IsaName(BestIsa()).c_str(),
               pool.num_threads(), runs);
-  const Roofline roof = MeasureRoofline(pool);
+  const Roofline roof = MeasureRoofline(ctx);
   std::printf("roofline: read %.1f GB/s, f32 FMA %.0f GFLOP/s\n", roof.read_gbps,
               roof.f32_fma_gflops);
   const AttentionShape s{48, 8, 128, 16, 1 / std::sqrt(128.0f)};
@@ -135,9 +136,9 @@ int Main(int argc, char** argv) {
               s.num_kv_heads, s.head_dim, s.block_size);
   for (const bool fp8 : {false, true}) {
     if (quick && fp8) break;
-    Run("decode 8 seqs x 4096 tokens", s, 8, 1, 4096, fp8, roof, pool, runs);
-    if (!quick) Run("decode 1 seq x 32768 tokens", s, 1, 1, 32768, fp8, roof, pool, runs);
-    Run("prefill 512 tokens", s, 1, 512, 512, fp8, roof, pool, runs);
+    Run("decode 8 seqs x 4096 tokens", s, 8, 1, 4096, fp8, roof, ctx, runs);
+    if (!quick) Run("decode 1 seq x 32768 tokens", s, 1, 1, 32768, fp8, roof, ctx, runs);
+    Run("prefill 512 tokens", s, 1, 512, 512, fp8, roof, ctx, runs);
   }
   return 0;
 }

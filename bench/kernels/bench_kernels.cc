@@ -70,10 +70,11 @@ int Main(int argc, char** argv) {
       gemv_m = std::max(1, std::atoi(argv[++i]));
   }
   ThreadPool pool(threads);
+  KernelContext ctx(pool);
   std::printf("isa %s, %zu threads, median of %d runs, bf16 weights %s\n",
               IsaName(BestIsa()).c_str(), pool.num_threads(), runs,
               panels ? "in 16-row panels" : "dense");
-  const Roofline roof = MeasureRoofline(pool);
+  const Roofline roof = MeasureRoofline(ctx);
   std::printf("roofline: read %.1f GB/s, bf16 dot %.0f GFLOP/s, f32 FMA %.0f GFLOP/s\n\n",
               roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops);
 
@@ -98,7 +99,7 @@ int Main(int argc, char** argv) {
       views.push_back(View(w[c], s.rows, s.cols, panels, packed[c]));
     }
     const Timing tm = Time(runs * 4, [&](int r) {
-      MatMul(x.data(), s.cols, gemv_m, views[r % copies], y.data(), s.rows, pool);
+      MatMul(x.data(), s.cols, gemv_m, views[r % copies], y.data(), s.rows, ctx);
     });
     const double gbps = bytes / tm.median_s / 1e9, best = bytes / tm.best_s / 1e9;
     std::printf(
@@ -116,7 +117,7 @@ int Main(int argc, char** argv) {
     std::vector<bf16> packed;
     const WeightMatrix view = View(w, s.rows, s.cols, panels, packed);
     const Timing tm = Time(std::max(runs / 2, 5),
-                           [&](int) { MatMul(x.data(), s.cols, m, view, y.data(), s.rows, pool); });
+                           [&](int) { MatMul(x.data(), s.cols, m, view, y.data(), s.rows, ctx); });
     const double flop = 2.0 * m * s.rows * s.cols;
     const double gflops = flop / tm.median_s / 1e9, best = flop / tm.best_s / 1e9;
     const double peak = roof.bf16_fma_gflops > 0 ? roof.bf16_fma_gflops : 1e30;
@@ -144,7 +145,7 @@ int Main(int argc, char** argv) {
     std::vector<float> wts(K, 1.0f / K);
     const Timing tm = Time(runs * 2, [&](int r) {
       for (size_t j = 0; j < K; ++j) idx[j] = static_cast<int32_t>((r * K + j) % E);
-      MoeExperts(x.data(), H, 1, idx.data(), wts.data(), K, ex, y.data(), H, pool);
+      MoeExperts(x.data(), H, 1, idx.data(), wts.data(), K, ex, y.data(), H, ctx);
     });
     const double bytes = K * 3.0 * I * H * 2;
     const double gbps = bytes / tm.median_s / 1e9, best = bytes / tm.best_s / 1e9;
@@ -168,7 +169,7 @@ int Main(int argc, char** argv) {
         std::copy(perm.begin(), perm.begin() + K, pidx.begin() + t * K);
       }
       const Timing pt = Time(5, [&](int) {
-        MoeExperts(x.data(), H, T, pidx.data(), pw.data(), K, ex, y.data(), H, pool);
+        MoeExperts(x.data(), H, T, pidx.data(), pw.data(), K, ex, y.data(), H, ctx);
       });
       const double flop = 2.0 * T * K * 3 * I * H;
       const double peak = roof.bf16_fma_gflops > 0 ? roof.bf16_fma_gflops : 1e30;

@@ -78,8 +78,8 @@ Weights MakeWeights(size_t rows, size_t cols) {
 // The int8 path as the engine runs it: the public MatMul on the kMxfp4I8 view quantizes x
 // (over the pool for m >= 8) and splits the row groups over the pool, with the ISA's kernel
 // (MOESERVE_ISA=avx2 on an AVX-512 machine times the AVX2 one).
-void MatMulInt8(const float* x, size_t m, const WeightMatrix& w, float* y, ThreadPool& pool) {
-  MatMul(x, w.cols, m, w, y, w.rows, pool);
+void MatMulInt8(const float* x, size_t m, const WeightMatrix& w, float* y, KernelContext& ctx) {
+  MatMul(x, w.cols, m, w, y, w.rows, ctx);
 }
 
 struct Shape {
@@ -87,7 +87,7 @@ struct Shape {
   size_t rows, cols;
 };
 
-void BenchShape(ThreadPool& pool, ReadProbe& probe, double roof_gbps, int runs, const Shape& s,
+void BenchShape(KernelContext& ctx, ReadProbe& probe, double roof_gbps, int runs, const Shape& s,
                 const std::vector<float>& x, std::vector<float>& y) {
   const Weights w = MakeWeights(s.rows, s.cols);
   const std::vector<size_t> ms =
@@ -100,11 +100,11 @@ void BenchShape(ThreadPool& pool, ReadProbe& probe, double roof_gbps, int runs, 
       const size_t c = g_hot ? 0 : static_cast<size_t>(r + 1) % kCopies;
       const double p = m == 1 ? probe.Seconds(w.bytes) : 0;
       double t0 = Now();
-      MatMulInt8(x.data(), m, w.i8[c], y.data(), pool);
+      MatMulInt8(x.data(), m, w.i8[c], y.data(), ctx);
       const double a = Now() - t0;
       t0 = Now();
       MatMul(x.data(), s.cols, m, w.mxfp4[g_hot ? 0 : (c + kCopies / 2) % kCopies], y.data(),
-             s.rows, pool);
+             s.rows, ctx);
       const double b = Now() - t0;
       if (r < 0) continue;
       t_i8.push_back(a);
@@ -156,7 +156,8 @@ int Main(int argc, char** argv) {
     return 0;
   }
   ThreadPool pool(threads);
-  const Roofline roof = MeasureRoofline(pool);
+  KernelContext ctx(pool);
+  const Roofline roof = MeasureRoofline(ctx);
   std::printf("isa %s, %zu threads, median of runs (m=1: %d, m=16: %d, m=512: %d)\n",
               IsaName(BestIsa()).c_str(), pool.num_threads(), 4 * runs, 2 * runs, runs);
   std::printf("roofline: read %.1f GB/s, f32 FMA %.0f GFLOP/s\n", roof.read_gbps,
@@ -166,7 +167,7 @@ int Main(int argc, char** argv) {
   for (float& v : x) v = (static_cast<int>(rng() % 2001) - 1000) * 1e-3f;
   ReadProbe probe(pool);
   const Shape shapes[] = {{"expert w1", 1536, 3072}, {"expert w2", 3072, 1536}};
-  for (const Shape& s : shapes) BenchShape(pool, probe, roof.read_gbps, runs, s, x, y);
+  for (const Shape& s : shapes) BenchShape(ctx, probe, roof.read_gbps, runs, s, x, y);
   return 0;
 }
 

@@ -120,7 +120,7 @@ struct Shape {
 // MatMul with m tokens on a quantized [rows, cols] weight: `runs` rounds of (read probe, kernel).
 // hot: one weight, resident in the LLC after the first run, and the probe re-reading the same
 // bytes (LLC bandwidth): the kernel's decode throughput, what it would reach on faster memory.
-void BenchGemv(ThreadPool& pool, ReadProbe& probe, int runs, WeightFormat fmt, const Shape& s,
+void BenchGemv(KernelContext& ctx, ReadProbe& probe, int runs, WeightFormat fmt, const Shape& s,
                size_t m, const float* x, float* y, bool hot) {
   const size_t one = MakeWeight(fmt, 128, s.cols, 0).bytes * s.rows / 128;
   const size_t copies = hot ? 1 : std::max<size_t>(2, (160u << 20) / one);
@@ -131,7 +131,7 @@ void BenchGemv(ThreadPool& pool, ReadProbe& probe, int runs, WeightFormat fmt, c
   for (int r = -1; r < runs; ++r) {  // round -1 warms up
     const double probe_s = probe.Seconds(w[0].bytes, hot);
     const double t0 = Now();
-    MatMul(x, s.cols, m, w[(r + 1) % copies].view, y, s.rows, pool);
+    MatMul(x, s.cols, m, w[(r + 1) % copies].view, y, s.rows, ctx);
     const double kernel_s = Now() - t0;
     if (r < 0) continue;
     kernel_gbps.push_back(bytes / kernel_s / 1e9);
@@ -149,11 +149,12 @@ void BenchGemv(ThreadPool& pool, ReadProbe& probe, int runs, WeightFormat fmt, c
       *std::max_element(probe_gbps.begin(), probe_gbps.end()));
 }
 
-void BenchAttention(const Roofline& roof, ThreadPool& pool, int runs, bool fp8) {
+void BenchAttention(const Roofline& roof, KernelContext& kc, int runs, bool fp8) {
   // Decode: 8 sequences × 4096 cached tokens, one rank of MiniMax-M2.1 at tp=1 (48 q heads,
   // 8 kv heads, head_dim 128), block 16. K+V bytes: 134 MB bf16, 69 MB fp8: beyond the LLC.
   const AttentionShape s{48, 8, 128, 16, 1 / std::sqrt(128.0f)};
-  const size_t seqs = 8, ctx = 4096, blocks_per = ctx / s.block_size, blocks = seqs * blocks_per;
+  const size_t seqs = 8, context = 4096, blocks_per = context / s.block_size,
+               blocks = seqs * blocks_per;
   const size_t elems = s.block_size * s.num_kv_heads * s.head_dim;
   const size_t block_bytes =
       fp8 ? KvBlockBytesFp8(s.block_size, s.num_kv_heads, s.head_dim) : elems * 2;
@@ -190,19 +191,19 @@ void BenchAttention(const Roofline& roof, ThreadPool& pool, int runs, bool fp8) 
   std::vector<AttentionSeq> sq16;
   for (size_t i = 0; i < seqs; ++i) {
     sq8.push_back(
-        {i, 1, ctx, nullptr, nullptr, k8.data() + i * blocks_per, v8.data() + i * blocks_per});
-    sq16.push_back({i, 1, ctx, k16.data() + i * blocks_per, v16.data() + i * blocks_per});
+        {i, 1, context, nullptr, nullptr, k8.data() + i * blocks_per, v8.data() + i * blocks_per});
+    sq16.push_back({i, 1, context, k16.data() + i * blocks_per, v16.data() + i * blocks_per});
   }
   const size_t width = s.num_heads * s.head_dim;
   std::vector<float> q(seqs * width, 0.01f), out(seqs * width);
   const Timing tm = Time(
-      runs, [&](int) { Attention(q.data(), width, fp8 ? sq8 : sq16, s, out.data(), width, pool); });
+      runs, [&](int) { Attention(q.data(), width, fp8 ? sq8 : sq16, s, out.data(), width, kc); });
   const double bytes = 2.0 * blocks * block_bytes;
   const double gbps = bytes / tm.median_s / 1e9, best = bytes / tm.best_s / 1e9;
   std::printf(
       "  %-4s KV: 8 seqs x %zu tokens  %8.2f ms  %6.1f GB/s = %3.0f%% of read roofline "
       "(best run %.1f GB/s = %.0f%%)  [%.0f MB K+V]\n",
-      fp8 ? "fp8" : "bf16", ctx, tm.median_s * 1e3, gbps, 100 * gbps / roof.read_gbps, best,
+      fp8 ? "fp8" : "bf16", context, tm.median_s * 1e3, gbps, 100 * gbps / roof.read_gbps, best,
       100 * best / roof.read_gbps, bytes / 1e6);
 }
 
@@ -231,11 +232,12 @@ int Main(int argc, char** argv) {
   }
   runs = std::max(runs, 5);
   ThreadPool pool(threads);
+  KernelContext ctx(pool);
   std::printf("isa %s, %zu threads, median of %d runs\n", IsaName(BestIsa()).c_str(),
               pool.num_threads(), runs);
   Roofline roof;
   if (!gemv_only) {
-    roof = MeasureRoofline(pool);
+    roof = MeasureRoofline(ctx);
     std::printf("roofline: read %.1f GB/s, bf16 dot %.0f GFLOP/s, f32 FMA %.0f GFLOP/s\n\n",
                 roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops);
   }
@@ -254,7 +256,7 @@ int Main(int argc, char** argv) {
       for (size_t m : {1, 2, 4, 7}) {
         if (!gemv_only && m != 1 && m != 4) continue;
         if (only_m && m != only_m) continue;
-        BenchGemv(pool, probe, runs * 4, fmt, s, m, x.data(), y.data(), hot);
+        BenchGemv(ctx, probe, runs * 4, fmt, s, m, x.data(), y.data(), hot);
       }
     if (gemv_only) continue;
     const size_t m = 512;
@@ -262,7 +264,7 @@ int Main(int argc, char** argv) {
     for (const Shape& s : shapes) {
       const QWeight w = MakeWeight(fmt, s.rows, s.cols, 7);
       const Timing tm = Time(std::max(runs / 2, 5), [&](int) {
-        MatMul(x.data(), s.cols, m, w.view, y.data(), s.rows, pool);
+        MatMul(x.data(), s.cols, m, w.view, y.data(), s.rows, ctx);
       });
       const double flop = 2.0 * m * s.rows * s.cols;
       const double gflops = flop / tm.median_s / 1e9, best = flop / tm.best_s / 1e9;
@@ -291,7 +293,7 @@ int Main(int argc, char** argv) {
       std::vector<float> wts(K, 1.0f / K);
       const Timing tm = Time(runs * 2, [&](int r) {
         for (size_t j = 0; j < K; ++j) idx[j] = static_cast<int32_t>((r * K + j) % E);
-        MoeExperts(x.data(), H, 1, idx.data(), wts.data(), K, ex, y.data(), H, pool);
+        MoeExperts(x.data(), H, 1, idx.data(), wts.data(), K, ex, y.data(), H, ctx);
       });
       const double bytes = K * (2.0 * store[0].bytes + store[2].bytes);
       const double gbps = bytes / tm.median_s / 1e9;
@@ -302,8 +304,8 @@ int Main(int argc, char** argv) {
   }
   if (gemv_only) return 0;
   std::printf("Attention decode (48 q / 8 kv heads, head_dim 128, block 16)\n");
-  BenchAttention(roof, pool, runs, false);
-  BenchAttention(roof, pool, runs, true);
+  BenchAttention(roof, ctx, runs, false);
+  BenchAttention(roof, ctx, runs, true);
   return 0;
 }
 

@@ -116,7 +116,7 @@ int RunBench(const BenchOptions& o) {
   std::vector<std::vector<double>> batch_step_s(batch_modes.size());  // per mode
   for (size_t run = 0; run < o.runs + 1; ++run) {  // run 0 warms caches and page tables
     if (run > 0) {
-      const kernels::Roofline roof = kernels::MeasureRoofline(pool);
+      const kernels::Roofline roof = kernels::MeasureRoofline(session->kernels());
       read_gbps.push_back(roof.read_gbps);
       bf16_gflops.push_back(roof.bf16_fma_gflops);
       f32_gflops.push_back(roof.f32_fma_gflops);

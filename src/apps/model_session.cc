@@ -111,8 +111,9 @@ std::unique_ptr<ModelSession> ModelSession::Open(const ModelOptions& mo,
   if (!s->comm_) s->comm_ = std::make_unique<dist::SingleRankCommunicator>();
   if (po.expert_parallel && tp == 1) LogWarn("--enable-expert-parallel has no effect at -tp 1");
   s->pool_ = std::make_unique<ThreadPool>(mo.threads ? mo.threads : DefaultThreads(local_ranks));
+  s->kernels_ = std::make_unique<kernels::KernelContext>(*s->pool_);
   const model::Parallelism par{{s->comm_->rank(), s->comm_->size()}, po.expert_parallel};
-  model::LoadOptions lo = model::WeightLayoutFor(BestIsa(), mo.weight_layout == "auto");
+  model::LoadOptions lo = model::WeightLayoutFor(s->kernels_->isa(), mo.weight_layout == "auto");
   lo.int8_activations = mo.activation_dtype != "bf16";  // "auto" is int8 (model_options.h)
   auto model = model::LoadModel(mo.model_dir, par, s->context(), lo);
   // Weights are mmap'd views: a rank's RSS grows only with the slices it touches.

@@ -10,6 +10,7 @@
 
 #include "apps/model_options.h"
 #include "dist/communicator.h"
+#include "kernels/context.h"
 #include "model/model.h"
 #include "runtime/thread_pool.h"
 
@@ -35,8 +36,9 @@ class ModelSession {
   bool is_worker() const { return is_worker_; }
   model::Model& model() { return *model_; }
   ThreadPool& pool() { return *pool_; }
+  kernels::KernelContext& kernels() { return *kernels_; }
   dist::Communicator& comm() { return *comm_; }
-  model::RunContext context() { return {pool_.get(), comm_.get()}; }
+  model::RunContext context() { return {kernels_.get(), comm_.get()}; }
 
  private:
   ModelSession() = default;
@@ -44,6 +46,7 @@ class ModelSession {
   // communicator.
   std::unique_ptr<dist::Communicator> comm_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<kernels::KernelContext> kernels_;  // the ISA resolved once, for every step
   std::unique_ptr<model::Model> model_;
   bool is_worker_ = false;
 };

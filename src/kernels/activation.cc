@@ -2,12 +2,12 @@
 
 #include <cmath>
 
-#include "kernels/matmul_internal.h"
+#include "kernels/isa_kernels.h"
 
 namespace moeserve::kernels {
 
-void SiluMul(const float* gate, const float* up, float* out, size_t n) {
-  SiluMulIsa(BestIsa(), gate, up, out, n);
+void SiluMul(const KernelContext& ctx, const float* gate, const float* up, float* out, size_t n) {
+  ctx.kernels().silu_mul(gate, up, out, n);
 }
 
 void SiluMulReference(const float* gate, const float* up, float* out, size_t n) {

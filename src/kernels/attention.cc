@@ -16,7 +16,6 @@
 #include "kernels/internal.h"
 #include "kernels/isa_kernels.h"
 #include "kernels/quant.h"
-#include "runtime/cpu_features.h"
 
 namespace moeserve::kernels {
 namespace {
@@ -66,24 +65,35 @@ void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
 
 #include "kernels/attention_tile.h"
 
-struct Scratch {
-  std::vector<float> k, v, scores, acc, max, sum;
-};
-
 struct Item {
   size_t seq, kv_head, q0, q1;  // queries [q0, q1) of the sequence (local indices)
 };
 
-void RunItem(Isa isa, const float* q, size_t ldq, const AttentionSeq& sq, const AttentionShape& s,
-             const Item& it, float* out, size_t ldo, Scratch& sc) {
+// A tile's K and V rows widened to f32 [bs, d] each, its scores [rows, bs], accumulators
+// [rows, d] and running max and sum [rows], carved from one buffer (each part 64-byte aligned).
+struct TileScratch {
+  float *k, *v, *scores, *acc, *max, *sum;
+
+  TileScratch(ScratchBuffer& buf, size_t bs, size_t d, size_t rows) {
+    const size_t sizes[6] = {bs * d, bs * d, rows * bs, rows * d, rows, rows};
+    size_t total = 0;
+    for (size_t n : sizes) total += (n + 15) / 16 * 16;
+    float* p = buf.As<float>(total);
+    float** parts[6] = {&k, &v, &scores, &acc, &max, &sum};
+    for (size_t i = 0; i < 6; ++i) {
+      *parts[i] = p;
+      p += (sizes[i] + 15) / 16 * 16;
+    }
+  }
+};
+
+void RunItem(const KernelContext& ctx, const float* q, size_t ldq, const AttentionSeq& sq,
+             const AttentionShape& s, const Item& it, float* out, size_t ldo,
+             ScratchBuffer& scratch) {
   const size_t d = s.head_dim, group = s.num_heads / s.num_kv_heads, bs = s.block_size;
-  const size_t rows = (it.q1 - it.q0) * group;
-  sc.k.resize(bs * d);
-  sc.v.resize(bs * d);
-  sc.scores.resize(rows * bs);
-  sc.acc.resize(rows * d);
-  sc.max.resize(rows);
-  sc.sum.resize(rows);
+  // Sized for a whole tile whatever this one's rows, so that a thread's scratch does not depend on
+  // which items the dynamic schedule gave it.
+  const TileScratch sc(scratch, bs, d, kQueryTile * group);
   AttentionTileArgs a{q + sq.q_begin * ldq,
                       ldq,
                       out + sq.q_begin * ldo,
@@ -102,35 +112,35 @@ void RunItem(Isa isa, const float* q, size_t ldq, const AttentionSeq& sq, const 
                       d,
                       bs,
                       s.scale,
-                      sc.k.data(),
-                      sc.v.data(),
-                      sc.scores.data(),
-                      sc.acc.data(),
-                      sc.max.data(),
-                      sc.sum.data()};
-  KernelsFor(isa).attention_tile(a);
+                      sc.k,
+                      sc.v,
+                      sc.scores,
+                      sc.acc,
+                      sc.max,
+                      sc.sum};
+  ctx.kernels().attention_tile(a);
 }
 
 void AttentionImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
-                   const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool) {
-  thread_local std::vector<Item> items;
-  items.clear();
+                   const AttentionShape& shape, float* out, size_t ldo, KernelContext& ctx) {
+  size_t num_items = 0;
+  for (const AttentionSeq& sq : seqs)
+    num_items += (sq.q_len + kQueryTile - 1) / kQueryTile * shape.num_kv_heads;
+  Item* items = ctx.call().attention_items.As<Item>(num_items);
+  size_t n = 0;
   for (size_t si = 0; si < seqs.size(); ++si)
     for (size_t q0 = 0; q0 < seqs[si].q_len; q0 += kQueryTile)
       for (size_t g = 0; g < shape.num_kv_heads; ++g)
-        items.push_back({si, g, q0, std::min(seqs[si].q_len, q0 + kQueryTile)});
+        items[n++] = {si, g, q0, std::min(seqs[si].q_len, q0 + kQueryTile)};
   // Longest tiles (latest queries see the most keys) first, for the dynamic scheduler's balance.
-  std::stable_sort(items.begin(), items.end(), [&](const Item& a, const Item& b) {
+  std::stable_sort(items, items + num_items, [&](const Item& a, const Item& b) {
     const size_t ka = seqs[a.seq].kv_len - seqs[a.seq].q_len + a.q1;
     const size_t kb = seqs[b.seq].kv_len - seqs[b.seq].q_len + b.q1;
     return ka > kb;
   });
-  std::vector<Item>& work = items;  // the caller's thread_local, named in the workers' lambda
-  const Isa isa = BestIsa();
-  pool.ParallelForDynamic(work.size(), [&](size_t i, size_t) {
-    thread_local Scratch scratch;
-    const Item& it = work[i];
-    RunItem(isa, q, ldq, seqs[it.seq], shape, it, out, ldo, scratch);
+  ctx.pool().ParallelForDynamic(num_items, [&](size_t i, size_t thread) {
+    const Item& it = items[i];
+    RunItem(ctx, q, ldq, seqs[it.seq], shape, it, out, ldo, ctx.worker(thread).attention);
   });
 }
 
@@ -195,9 +205,9 @@ void AttentionTileScalar(const AttentionTileArgs& args) {
 }
 
 void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
-               const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool) {
+               const AttentionShape& shape, float* out, size_t ldo, KernelContext& ctx) {
   CheckShape(seqs, shape, ldq, ldo);
-  AttentionImpl(q, ldq, seqs, shape, out, ldo, pool);
+  AttentionImpl(q, ldq, seqs, shape, out, ldo, ctx);
 }
 
 void AttentionReference(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,

@@ -6,7 +6,7 @@
 #include <span>
 
 #include "core/dtype.h"
-#include "runtime/thread_pool.h"
+#include "kernels/context.h"
 
 namespace moeserve::kernels {
 
@@ -42,7 +42,7 @@ struct AttentionShape {
 // (heads/kv_heads), p ≤ position of t. q: f32 [*, ldq]; out: f32 [*, ldo]. Scores, softmax and sums
 // in f32 (K and V are read from bf16 or FP8). Work is split over (sequence, kv head, query tile).
 void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
-               const AttentionShape& shape, float* out, size_t ldo, ThreadPool& pool);
+               const AttentionShape& shape, float* out, size_t ldo, KernelContext& ctx);
 
 void AttentionReference(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
                         const AttentionShape& shape, float* out, size_t ldo);

@@ -16,22 +16,16 @@
 namespace moeserve::kernels {
 namespace {
 
-// Per-thread scratch of the row kernels (each worker its own).
-thread_local ScratchBuffer tl_pack;
-thread_local ScratchBuffer tl_panel;
-thread_local ScratchBuffer tl_xpack;  // x packed by this thread when the call did not pack it
-thread_local ScratchBuffer tl_fp8_scales;
-
 // Rows [n0, n1) of a weight whose kernels start on a `group`-row boundary: run(g0, n, y, ldy,
 // accumulate) computes rows [g0, g0 + n) with g0 % group == 0. A range that does not start on a
 // group (MoE's w3 half when the intermediate size is not a multiple of it) computes its first
 // group into scratch and keeps the rows it owns.
 template <typename Run>
 void RowsFromGroupStart(size_t group, size_t m, size_t rows, size_t n0, size_t n1, float* y,
-                        size_t ldy, bool accumulate, const Run& run) {
+                        size_t ldy, bool accumulate, ScratchBuffer& scratch, const Run& run) {
   if (n0 % group != 0) {
     const size_t g0 = n0 / group * group, g1 = std::min(g0 + group, rows), own = std::min(g1, n1);
-    float* tmp = tl_panel.As<float>(m * group);
+    float* tmp = scratch.As<float>(m * group);
     run(g0, g1 - g0, tmp, group, false);
     for (size_t t = 0; t < m; ++t)
       for (size_t n = n0; n < own; ++n) {
@@ -66,8 +60,8 @@ QuantRows QuantView(const WeightMatrix& w, size_t n0, size_t n1) {
 // Each row dequantized exactly to f32 (DequantizeRow), then the reference's running sum, so the
 // scalar path equals MatMulReference bit for bit.
 void ScalarRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
-                size_t ldy, bool accumulate) {
-  float* row = tl_panel.As<float>(w.cols);
+                size_t ldy, bool accumulate, WorkerScratch& s) {
+  float* row = s.panel.As<float>(w.cols);
   for (size_t n = n0; n < n1; ++n) {
     DequantizeRow(w, n, 0, w.cols, row);
     for (size_t t = 0; t < x.m; ++t) {
@@ -82,8 +76,8 @@ void ScalarRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1,
 
 template <void (*Group)(const Q8Rows&, const WeightMatrix&, float*, size_t, bool)>
 void Q8GroupRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
-                 size_t ldy, bool accumulate) {
-  RowsFromGroupStart(kMxfp4I8GroupRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
+                 size_t ldy, bool accumulate, WorkerScratch& s) {
+  RowsFromGroupStart(kMxfp4I8GroupRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                      [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
                        Group(x.q8, Mxfp4I8Rows(w, g0, n), yg, ldyg, acc);
                      });
@@ -98,41 +92,41 @@ void ScalarRoundRow(const float* x, size_t k, float* out, size_t ld) {
 
 // x as avx2::PackX lays it out for the AVX2 GEMMs and panel kernels: packed once for the call
 // (PrepareRows, panel weights only), or here by this thread.
-const float* PackedXForAvx2(const PreparedX& x, size_t k) {
+const float* PackedXForAvx2(const PreparedX& x, size_t k, WorkerScratch& s) {
   if (x.packed_f32) return x.packed_f32;
-  float* xp = tl_xpack.As<float>(avx2::PackedXFloats(x.m, k));
+  float* xp = s.xpack.As<float>(avx2::PackedXFloats(x.m, k));
   avx2::PackX(x.f32, x.ld, x.m, k, xp);
   return xp;
 }
 
 void Avx2DenseF32Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
-                      size_t ldy, bool accumulate) {
+                      size_t ldy, bool accumulate, WorkerScratch& s) {
   const float* wn = static_cast<const float*>(w.data) + n0 * w.row_stride;
   avx2::GemvF32(x.f32, x.ld, x.m, wn, w.row_stride, w.cols, n1 - n0, y + n0, ldy, accumulate);
 }
 
 void Avx2DenseBf16Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
-                       size_t ldy, bool accumulate) {
+                       size_t ldy, bool accumulate, WorkerScratch& s) {
   const size_t k = w.cols, rows = n1 - n0;
   const bf16* wn = static_cast<const bf16*>(w.data) + n0 * w.row_stride;
   if (x.m < kGemmMinM)
     return avx2::GemvBf16(x.f32, x.ld, x.m, wn, w.row_stride, k, rows, y + n0, ldy, accumulate);
-  float* pack = tl_pack.As<float>(avx2::PackFloatsGemmBf16(k));
-  const float* xp = PackedXForAvx2(x, k);
+  float* pack = s.pack.As<float>(avx2::PackFloatsGemmBf16(k));
+  const float* xp = PackedXForAvx2(x, k, s);
   avx2::GemmBf16(xp, x.m, wn, w.row_stride, k, rows, y + n0, ldy, accumulate, pack);
 }
 
 // FP8-block and MXFP4 rows dequantized exactly to f32 in cache, then the f32 kernels on the
 // bf16-rounded x.
 void Avx2QuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
-                   size_t ldy, bool accumulate) {
+                   size_t ldy, bool accumulate, WorkerScratch& s) {
   const QuantRows q = QuantView(w, n0, n1);
   const auto decode =
       w.format == WeightFormat::kFp8Block ? avx2::DecodeFp8Row : avx2::DecodeMxfp4Row;
   const size_t k = w.cols;
   float* yn = y + n0;
   if (x.m < kGemmMinM) {
-    float* row = tl_panel.As<float>(k);
+    float* row = s.panel.As<float>(k);
     for (size_t r = 0; r < q.rows; ++r) {
       decode(q, r, row);
       avx2::GemvF32(x.f32, x.ld, x.m, row, k, k, 1, yn + r, ldy, accumulate);
@@ -140,9 +134,9 @@ void Avx2QuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t 
     return;
   }
   constexpr size_t kPanelRows = 16;
-  float* panel = tl_panel.As<float>(kPanelRows * k);
-  float* pack = tl_pack.As<float>(avx2::PackFloatsGemmBf16(k));
-  const float* xp = PackedXForAvx2(x, k);
+  float* panel = s.panel.As<float>(kPanelRows * k);
+  float* pack = s.pack.As<float>(avx2::PackFloatsGemmBf16(k));
+  const float* xp = PackedXForAvx2(x, k, s);
   for (size_t r0 = 0; r0 < q.rows; r0 += kPanelRows) {
     const size_t nr = std::min(kPanelRows, q.rows - r0);
     for (size_t r = 0; r < nr; ++r) decode(q, r0 + r, panel + r * k);
@@ -151,9 +145,9 @@ void Avx2QuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t 
 }
 
 void Avx2Bf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
-                       size_t ldy, bool accumulate) {
-  const float* xp = PackedXForAvx2(x, w.cols);
-  RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
+                       size_t ldy, bool accumulate, WorkerScratch& s) {
+  const float* xp = PackedXForAvx2(x, w.cols, s);
+  RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                      [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
                        avx2::MatMulBf16Panels(xp, x.m, Bf16PanelRows(w, g0, n), yg, ldyg, acc);
                      });
@@ -162,10 +156,10 @@ void Avx2Bf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, siz
 // The FP8 panel kernel exists for AVX2 only: on AVX-512 BF16 the vdpbf16ps FP8-block kernels
 // decode rows in registers and are faster, so model::WeightLayoutFor never makes FP8 panels there.
 void Avx2Fp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
-                      size_t ldy, bool accumulate) {
-  const float* xp = PackedXForAvx2(x, w.cols);
-  float* pack = tl_pack.As<float>(avx2::Fp8PanelPackFloats(w.cols));
-  RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
+                      size_t ldy, bool accumulate, WorkerScratch& s) {
+  const float* xp = PackedXForAvx2(x, w.cols, s);
+  float* pack = s.pack.As<float>(avx2::Fp8PanelPackFloats(w.cols));
+  RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                      [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
                        avx2::MatMulFp8Panels(xp, x.m, Fp8PanelRows(w, g0, n), yg, ldyg, acc, pack);
                      });
@@ -182,26 +176,26 @@ void Avx2RoundRow(const float* x, size_t k, float* out, size_t ld) {
 // ---- AVX-512 BF16 (with VNNI) ----
 
 void Avx512DenseF32Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
-                        size_t ldy, bool accumulate) {
+                        size_t ldy, bool accumulate, WorkerScratch& s) {
   const float* wn = static_cast<const float*>(w.data) + n0 * w.row_stride;
   avx512bf16::GemvF32(x.f32, x.ld, x.m, wn, w.row_stride, w.cols, n1 - n0, y + n0, ldy, accumulate);
 }
 
 void Avx512DenseBf16Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
-                         size_t ldy, bool accumulate) {
+                         size_t ldy, bool accumulate, WorkerScratch& s) {
   const size_t k = w.cols, rows = n1 - n0;
   const bf16* wn = static_cast<const bf16*>(w.data) + n0 * w.row_stride;
   if (x.m < kGemmMinM)
     return avx512bf16::GemvBf16(x.b16, x.ld, x.m, wn, w.row_stride, k, rows, y + n0, ldy,
                                 accumulate);
-  bf16* pack = tl_pack.As<bf16>(avx512bf16::PackElemsGemmBf16(k));
+  bf16* pack = s.pack.As<bf16>(avx512bf16::PackElemsGemmBf16(k));
   avx512bf16::GemmBf16(x.b16, x.ld, x.m, wn, w.row_stride, k, rows, y + n0, ldy, accumulate, pack);
 }
 
 // FP8-block and MXFP4 codes decoded to exact bf16 (in registers for the GEMV, into 32-row panels
 // for the GEMM) and fed to vdpbf16ps.
 void Avx512QuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
-                     size_t ldy, bool accumulate) {
+                     size_t ldy, bool accumulate, WorkerScratch& s) {
   const QuantRows q = QuantView(w, n0, n1);
   const bool fp8 = w.format == WeightFormat::kFp8Block;
   const size_t k = w.cols;
@@ -210,10 +204,10 @@ void Avx512QuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_
     if (fp8) return avx512bf16::GemvFp8(x.b16, x.ld, x.m, q, yn, ldy, accumulate);
     return avx512bf16::GemvMxfp4(x.b16, x.ld, x.m, q, yn, ldy, accumulate);
   }
-  bf16* panel = tl_panel.As<bf16>(32 * ((k + 31) / 32 * 32));
-  bf16* pack = tl_pack.As<bf16>(avx512bf16::PackElemsGemmBf16(k));
+  bf16* panel = s.panel.As<bf16>(32 * ((k + 31) / 32 * 32));
+  bf16* pack = s.pack.As<bf16>(avx512bf16::PackElemsGemmBf16(k));
   if (fp8) {
-    float* scales = tl_fp8_scales.As<float>(32 * ((k + 127) / 128 + 2));
+    float* scales = s.fp8_scales.As<float>(32 * ((k + 127) / 128 + 2));
     return avx512bf16::GemmFp8(x.b16, x.ld, x.m, q, yn, ldy, accumulate, panel, pack, scales);
   }
   avx512bf16::GemmMxfp4(x.b16, x.ld, x.m, q, yn, ldy, accumulate, panel, pack);
@@ -221,14 +215,14 @@ void Avx512QuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_
 
 // x packed once for the call (PrepareRows), or here by this thread.
 void Avx512Bf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
-                         size_t ldy, bool accumulate) {
+                         size_t ldy, bool accumulate, WorkerScratch& s) {
   const uint32_t* xp = x.panel_pairs;
   if (!xp) {
-    uint32_t* own = tl_xpack.As<uint32_t>(avx512bf16::Bf16PanelXPairs(x.m, w.cols));
+    uint32_t* own = s.xpack.As<uint32_t>(avx512bf16::Bf16PanelXPairs(x.m, w.cols));
     avx512bf16::PackBf16PanelX(x.f32, x.ld, x.m, w.cols, own);
     xp = own;
   }
-  RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate,
+  RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                      [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
                        avx512bf16::MatMulBf16Panels(xp, x.m, Bf16PanelRows(w, g0, n), yg, ldyg,
                                                     acc);

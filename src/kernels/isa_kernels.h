@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "kernels/internal.h"
+#include "kernels/scratch.h"
 #include "kernels/weights.h"
 #include "runtime/cpu_features.h"
 
@@ -39,9 +40,10 @@ enum class XLayout : uint8_t {
 
 // y[t, n] (= or +=) for t < x.m and n in [n0, n1) of w, on x prepared as the table's layout for
 // w's kind says (or, for the whole-x layouts, kRoundedF32 rows the kernel packs itself). Any
-// thread may call it; n0 is a multiple of the kind's row grain, or the kernel copes.
+// thread may call it with its own scratch; n0 is a multiple of the kind's row grain, or the
+// kernel copes.
 using RowsFn = void (*)(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
-                        size_t ldy, bool accumulate);
+                        size_t ldy, bool accumulate, WorkerScratch& scratch);
 
 struct IsaKernels {
   Isa isa;

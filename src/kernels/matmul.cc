@@ -23,8 +23,6 @@ void CheckShapes(const float* x, size_t ldx, size_t m, const WeightMatrix& w, fl
   MOESERVE_CHECK(m == 0 || w.rows == 0 || (x && y && w.data), "null pointer");
 }
 
-thread_local ScratchBuffer tl_x;  // the prepared x of MatMul / MatMulSharedX (calling thread)
-
 }  // namespace
 
 void CheckWeight(const WeightMatrix& w) {
@@ -74,26 +72,16 @@ void CheckWeight(const WeightMatrix& w) {
   Fail("MatMul: unknown weight format");
 }
 
-void* ScratchBuffer::Get(size_t bytes) {
-  if (bytes > size_) {
-    std::free(data_);
-    size_ = std::max<size_t>((bytes + 63) / 64 * 64, 64);
-    data_ = std::aligned_alloc(64, size_);
-    MOESERVE_CHECK(data_ != nullptr, "out of memory for ", size_, " bytes of scratch");
-  }
-  return data_;
-}
-
 namespace {
 
 // Row i of the prepared x from x row rows[i] (rows: null for the identity), on the pool's threads
-// or (pool null) on the calling one, in the layout the ISA's table asks for w's kind.
+// (`parallel`) or on the calling one, in the layout the ISA's table asks for w's kind.
 // `whole`: the result serves whole-x calls only (never Rows()), so layouts tiled across rows
 // are allowed.
-PreparedX PrepareRows(Isa isa, const WeightMatrix& w, const float* x, size_t ldx,
-                      const size_t* rows, size_t m, size_t k, ScratchBuffer& buf, ThreadPool* pool,
+PreparedX PrepareRows(KernelContext& ctx, const WeightMatrix& w, const float* x, size_t ldx,
+                      const size_t* rows, size_t m, size_t k, ScratchBuffer& buf, bool parallel,
                       bool whole = false) {
-  const IsaKernels& kern = KernelsFor(isa);
+  const IsaKernels& kern = ctx.kernels();
   const XLayout whole_layout = kern.whole_x_layout[static_cast<size_t>(KindOf(w))];
   const XLayout layout = whole ? whole_layout : RowLayout(whole_layout);
   auto src = [&](size_t i) { return x + (rows ? rows[i] : i) * ldx; };
@@ -101,8 +89,8 @@ PreparedX PrepareRows(Isa isa, const WeightMatrix& w, const float* x, size_t ldx
     auto range = [&](size_t i0, size_t i1) {
       for (size_t i = i0; i < i1; ++i) fn(i);
     };
-    if (pool)
-      pool->ParallelFor(m, 1, range);
+    if (parallel)
+      ctx.pool().ParallelFor(m, 1, range);
     else
       range(0, m);
   };
@@ -142,9 +130,8 @@ PreparedX PrepareRows(Isa isa, const WeightMatrix& w, const float* x, size_t ldx
   // thread in the row kernels (each packed all of x: ~2% of a 512-token prefill on Zen 4, 2
   // threads). pack_slot(row or null for padding, tile, slot in the tile).
   const auto pack_tiles = [&](size_t tile_tokens, const auto& pack_slot) {
-    auto pack = [&, ld = px.ld](size_t tile0, size_t tile1) {
-      thread_local ScratchBuffer tl_row;  // this worker's own: one bf16-rounded row
-      float* row = tl_row.As<float>(ld);
+    auto pack = [&, ld = px.ld](size_t tile0, size_t tile1, size_t thread) {
+      float* row = ctx.worker(thread).x_row.As<float>(ld);
       for (size_t tile = tile0; tile < tile1; ++tile)
         for (size_t s = 0; s < tile_tokens; ++s) {
           const size_t i = tile * tile_tokens + s;
@@ -153,10 +140,10 @@ PreparedX PrepareRows(Isa isa, const WeightMatrix& w, const float* x, size_t ldx
         }
     };
     const size_t tiles = (m + tile_tokens - 1) / tile_tokens;
-    if (pool)
-      pool->ParallelFor(tiles, 1, pack);
+    if (parallel)
+      ctx.pool().ParallelForWithThread(tiles, 1, pack);
     else
-      pack(0, tiles);
+      pack(0, tiles, 0);
   };
   switch (layout) {
     case XLayout::kPanelPairs: {
@@ -195,31 +182,24 @@ PreparedX PrepareRows(Isa isa, const WeightMatrix& w, const float* x, size_t ldx
 
 }  // namespace
 
-PreparedX PrepareX(Isa isa, const WeightMatrix& w, const float* x, size_t ldx, size_t m, size_t k,
-                   ScratchBuffer& buf) {
-  return PrepareRows(isa, w, x, ldx, nullptr, m, k, buf, nullptr);
+PreparedX PrepareXParallel(KernelContext& ctx, const WeightMatrix& w, const float* x, size_t ldx,
+                           const size_t* rows, size_t m, size_t k, ScratchBuffer& buf) {
+  return PrepareRows(ctx, w, x, ldx, rows, m, k, buf, /*parallel=*/true);
 }
 
-PreparedX PrepareXParallel(Isa isa, const WeightMatrix& w, const float* x, size_t ldx,
-                           const size_t* rows, size_t m, size_t k, ScratchBuffer& buf,
-                           ThreadPool& pool) {
-  return PrepareRows(isa, w, x, ldx, rows, m, k, buf, &pool);
-}
-
-size_t MatMulRowGrain(Isa isa, const WeightMatrix& w, size_t m) {
-  const IsaKernels& kern = KernelsFor(isa);
+size_t MatMulRowGrain(const KernelContext& ctx, const WeightMatrix& w, size_t m) {
   const size_t kind = static_cast<size_t>(KindOf(w));
-  return m < kGemmMinM ? kern.row_grain_gemv[kind] : kern.row_grain_gemm[kind];
+  return m < kGemmMinM ? ctx.kernels().row_grain_gemv[kind] : ctx.kernels().row_grain_gemm[kind];
 }
 
-void MatMulRows(Isa isa, const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
-                size_t ldy, bool accumulate) {
+void MatMulRows(const KernelContext& ctx, const PreparedX& x, const WeightMatrix& w, size_t n0,
+                size_t n1, float* y, size_t ldy, bool accumulate, WorkerScratch& scratch) {
   if (n0 >= n1 || x.m == 0) return;
-  KernelsFor(isa).rows[static_cast<size_t>(KindOf(w))](x, w, n0, n1, y, ldy, accumulate);
+  ctx.kernels().rows[static_cast<size_t>(KindOf(w))](x, w, n0, n1, y, ldy, accumulate, scratch);
 }
 
 void MatMul(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* y, size_t ldy,
-            ThreadPool& pool, bool accumulate) {
+            KernelContext& ctx, bool accumulate) {
   CheckShapes(x, ldx, m, w, y, ldy);
   if (m == 0 || w.rows == 0) return;
   if (w.cols == 0) {
@@ -227,16 +207,16 @@ void MatMul(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* 
       for (size_t t = 0; t < m; ++t) std::fill(y + t * ldy, y + t * ldy + w.rows, 0.0f);
     return;
   }
-  const Isa isa = BestIsa();
-  const PreparedX px = PrepareRows(isa, w, x, ldx, nullptr, m, w.cols, tl_x,
-                                   m >= kGemmMinM ? &pool : nullptr, /*whole=*/true);
-  pool.ParallelFor(w.rows, MatMulRowGrain(isa, w, m), [&](size_t n0, size_t n1) {
-    MatMulRows(isa, px, w, n0, n1, y, ldy, accumulate);
-  });
+  const PreparedX px = PrepareRows(ctx, w, x, ldx, nullptr, m, w.cols, ctx.call().x,
+                                   /*parallel=*/m >= kGemmMinM, /*whole=*/true);
+  ctx.pool().ParallelForWithThread(
+      w.rows, MatMulRowGrain(ctx, w, m), [&](size_t n0, size_t n1, size_t thread) {
+        MatMulRows(ctx, px, w, n0, n1, y, ldy, accumulate, ctx.worker(thread));
+      });
 }
 
 void MatMulSharedX(const float* x, size_t ldx, size_t m, std::span<const MatMulOutput> outs,
-                   ThreadPool& pool) {
+                   KernelContext& ctx) {
   if (outs.empty()) return;
   const WeightMatrix& w0 = *outs[0].w;
   bool same = true;
@@ -246,22 +226,23 @@ void MatMulSharedX(const float* x, size_t ldx, size_t m, std::span<const MatMulO
            o.w->cols > 0;
   }
   if (!same || m == 0) {  // x is prepared per weight format: one MatMul each
-    for (const MatMulOutput& o : outs) MatMul(x, ldx, m, *o.w, o.y, o.ldy, pool);
+    for (const MatMulOutput& o : outs) MatMul(x, ldx, m, *o.w, o.y, o.ldy, ctx);
     return;
   }
-  const Isa isa = BestIsa();
-  const PreparedX px = PrepareRows(isa, w0, x, ldx, nullptr, m, w0.cols, tl_x,
-                                   m >= kGemmMinM ? &pool : nullptr, /*whole=*/true);
+  const PreparedX px = PrepareRows(ctx, w0, x, ldx, nullptr, m, w0.cols, ctx.call().x,
+                                   /*parallel=*/m >= kGemmMinM, /*whole=*/true);
   // The weights' rows back to back, each padded to the row grain so that every range a thread
   // gets starts on a grain boundary of its weight.
-  const size_t grain = MatMulRowGrain(isa, w0, m);
+  const size_t grain = MatMulRowGrain(ctx, w0, m);
   std::vector<size_t> offset(outs.size() + 1, 0);
   for (size_t i = 0; i < outs.size(); ++i)
     offset[i + 1] = offset[i] + (outs[i].w->rows + grain - 1) / grain * grain;
-  pool.ParallelFor(offset.back(), grain, [&](size_t n0, size_t n1) {
+  ctx.pool().ParallelForWithThread(offset.back(), grain, [&](size_t n0, size_t n1, size_t thread) {
     for (size_t i = 0; i < outs.size(); ++i) {
       const size_t lo = offset[i], b = std::max(n0, lo), e = std::min(n1, lo + outs[i].w->rows);
-      if (b < e) MatMulRows(isa, px, *outs[i].w, b - lo, e - lo, outs[i].y, outs[i].ldy, false);
+      if (b < e)
+        MatMulRows(ctx, px, *outs[i].w, b - lo, e - lo, outs[i].y, outs[i].ldy, false,
+                   ctx.worker(thread));
     }
   });
 }
@@ -295,10 +276,6 @@ void MatMulReference(const float* x, size_t ldx, size_t m, const WeightMatrix& w
       out = accumulate ? out + sum : sum;
     }
   }
-}
-
-void SiluMulIsa(Isa isa, const float* gate, const float* up, float* out, size_t n) {
-  KernelsFor(isa).silu_mul(gate, up, out, n);
 }
 
 }  // namespace moeserve::kernels

@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <span>
 
+#include "kernels/context.h"
 #include "kernels/weights.h"
-#include "runtime/thread_pool.h"
 
 namespace moeserve::kernels {
 
@@ -16,7 +16,7 @@ namespace moeserve::kernels {
 // m == 1 is the decode GEMV (bandwidth bound: each W byte is read once, threads split the rows);
 // larger m is the prefill GEMM (compute bound: packed, cache-blocked microkernel).
 void MatMul(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* y, size_t ldy,
-            ThreadPool& pool, bool accumulate = false);
+            KernelContext& ctx, bool accumulate = false);
 
 // One x times several weights (the attention block's q, k and v projections): y_i = x · W_iᵀ,
 // each exactly as MatMul would give it. x is prepared once (rounded / packed / quantized) and the
@@ -28,7 +28,7 @@ struct MatMulOutput {
   size_t ldy;
 };
 void MatMulSharedX(const float* x, size_t ldx, size_t m, std::span<const MatMulOutput> outs,
-                   ThreadPool& pool);
+                   KernelContext& ctx);
 
 // Scalar reference with exactly the numerics above; used by tests.
 void MatMulReference(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* y,

@@ -38,12 +38,22 @@ void CheckRoute(size_t num_experts, size_t k) {
   MOESERVE_CHECK(k >= 1 && k <= num_experts, "top-k ", k, " of ", num_experts, " experts");
 }
 
-struct MoeScratch {
-  std::vector<size_t> count, offset;  // per expert
-  std::vector<size_t> slot_of;        // [T * k] -> row in the gathered matrices (or SIZE_MAX)
-  std::vector<size_t> token_of;       // [rows]
-  std::vector<size_t> active;         // experts with rows, in index order
-  ScratchBuffer xprep, gate_up, act, aprep, down;
+// The routing tables, carved from one buffer of the context's call scratch.
+struct MoeIndex {
+  size_t* count;     // [E] rows per expert
+  size_t* offset;    // [E + 1] first row of each expert in the gathered matrices
+  size_t* active;    // [E] experts with rows, in index order (num_active of them)
+  size_t* slot_of;   // [T * k] -> row in the gathered matrices (or SIZE_MAX)
+  size_t* token_of;  // [T * k] (the first `rows`): the token of each row
+  size_t num_active = 0;
+
+  MoeIndex(ScratchBuffer& buf, size_t num_experts, size_t slots) {
+    count = buf.As<size_t>(3 * num_experts + 1 + 2 * slots);
+    offset = count + num_experts;
+    active = offset + num_experts + 1;
+    slot_of = active + num_experts;
+    token_of = slot_of + slots;
+  }
 };
 
 // [begin, end) of thread t's share of n rows, in multiples of grain.
@@ -98,7 +108,7 @@ void RouteSoftmaxTopK(const float* logits, size_t num_tokens, size_t num_experts
 
 void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* idx,
                 const float* weights, size_t k, std::span<const ExpertWeights> experts, float* y,
-                size_t ldy, ThreadPool& pool, bool accumulate) {
+                size_t ldy, KernelContext& ctx, bool accumulate) {
   const size_t num_experts = experts.size();
   size_t hidden = 0, inter = 0;
   const ExpertWeights* first = nullptr;  // x preparation follows its formats (all the same)
@@ -122,77 +132,76 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
   }
   if (hidden == 0 || num_tokens == 0) return;
 
-  // A reference: lambdas running on pool workers must not name the thread_local itself (that
-  // would be the worker's own, empty instance).
-  thread_local MoeScratch tl_scratch;
-  MoeScratch& sc = tl_scratch;
-  sc.count.assign(num_experts, 0);
+  CallScratch& sc = ctx.call();
+  ThreadPool& pool = ctx.pool();
+  MoeIndex ix(sc.moe_index, num_experts, num_tokens * k);
+  std::fill(ix.count, ix.count + num_experts, 0);
   for (size_t i = 0; i < num_tokens * k; ++i) {
     MOESERVE_CHECK(idx[i] >= 0 && static_cast<size_t>(idx[i]) < num_experts, "expert index ",
                    idx[i], " of ", num_experts);
-    if (!experts[idx[i]].w1.empty()) ++sc.count[idx[i]];
+    if (!experts[idx[i]].w1.empty()) ++ix.count[idx[i]];
   }
-  sc.offset.assign(num_experts + 1, 0);
-  sc.active.clear();
+  ix.offset[0] = 0;
   for (size_t e = 0; e < num_experts; ++e) {
-    sc.offset[e + 1] = sc.offset[e] + sc.count[e];
-    if (sc.count[e]) sc.active.push_back(e);
+    ix.offset[e + 1] = ix.offset[e] + ix.count[e];
+    if (ix.count[e]) ix.active[ix.num_active++] = e;
   }
-  const size_t rows = sc.offset[num_experts];
+  const std::span<const size_t> active(ix.active, ix.num_active);
+  const size_t rows = ix.offset[num_experts];
   if (rows == 0) return;
-  sc.slot_of.assign(num_tokens * k, SIZE_MAX);
-  sc.token_of.resize(rows);
+  std::fill(ix.slot_of, ix.slot_of + num_tokens * k, SIZE_MAX);
   {
-    std::vector<size_t>& fill = sc.count;  // reused as the per-expert fill cursor
-    std::fill(fill.begin(), fill.end(), 0);
+    size_t* fill = ix.count;  // reused as the per-expert fill cursor
+    std::fill(fill, fill + num_experts, 0);
     for (size_t i = 0; i < num_tokens * k; ++i) {
       const size_t e = idx[i];
       if (experts[e].w1.empty()) continue;
-      const size_t row = sc.offset[e] + fill[e]++;
-      sc.slot_of[i] = row;
-      sc.token_of[row] = i / k;
+      const size_t row = ix.offset[e] + fill[e]++;
+      ix.slot_of[i] = row;
+      ix.token_of[row] = i / k;
     }
   }
-  const Isa isa = BestIsa();
   // Each routed (token, slot) row converted straight from x, on all threads.
   const PreparedX px =
-      PrepareXParallel(isa, first->w1, x, ldx, sc.token_of.data(), rows, hidden, sc.xprep, pool);
+      PrepareXParallel(ctx, first->w1, x, ldx, ix.token_of, rows, hidden, sc.moe_x);
 
   // Run 1: gate and up into gate_up [rows, 2I] (gate in columns 0..I, up in I..2I).
-  float* gate_up = sc.gate_up.As<float>(rows * 2 * inter);
+  float* gate_up = sc.moe_gate_up.As<float>(rows * 2 * inter);
   pool.Run([&](size_t t, size_t threads) {
-    for (size_t e : sc.active) {
-      const size_t m = sc.offset[e + 1] - sc.offset[e];
-      const size_t grain = MatMulRowGrain(isa, experts[e].w1, m);
+    WorkerScratch& ws = ctx.worker(t);
+    for (size_t e : active) {
+      const size_t m = ix.offset[e + 1] - ix.offset[e];
+      const size_t grain = MatMulRowGrain(ctx, experts[e].w1, m);
       const auto [b, end] = Share(2 * inter, grain, t, threads);
-      const PreparedX xe = px.Rows(sc.offset[e], m);
-      float* ye = gate_up + sc.offset[e] * 2 * inter;
+      const PreparedX xe = px.Rows(ix.offset[e], m);
+      float* ye = gate_up + ix.offset[e] * 2 * inter;
       // Virtual rows [0, I) are w1's, [I, 2I) are w3's.
       if (b < inter)
-        MatMulRows(isa, xe, experts[e].w1, b, std::min(end, inter), ye, 2 * inter, false);
+        MatMulRows(ctx, xe, experts[e].w1, b, std::min(end, inter), ye, 2 * inter, false, ws);
       if (end > inter)
-        MatMulRows(isa, xe, experts[e].w3, std::max(b, inter) - inter, end - inter, ye + inter,
-                   2 * inter, false);
+        MatMulRows(ctx, xe, experts[e].w3, std::max(b, inter) - inter, end - inter, ye + inter,
+                   2 * inter, false, ws);
     }
   });
   // Run 2: activation, then bf16 rounding / packing of it for w2 (each thread its rows).
-  float* act = sc.act.As<float>(rows * inter);
+  float* act = sc.moe_act.As<float>(rows * inter);
   pool.ParallelFor(rows, 1, [&](size_t r0, size_t r1) {
     for (size_t r = r0; r < r1; ++r)
-      SiluMulIsa(isa, gate_up + r * 2 * inter, gate_up + r * 2 * inter + inter, act + r * inter,
-                 inter);
+      SiluMul(ctx, gate_up + r * 2 * inter, gate_up + r * 2 * inter + inter, act + r * inter,
+              inter);
   });
   const PreparedX pa =
-      PrepareXParallel(isa, first->w2, act, inter, nullptr, rows, inter, sc.aprep, pool);
+      PrepareXParallel(ctx, first->w2, act, inter, nullptr, rows, inter, sc.moe_act_x);
   // Run 3: down projection into down [rows, H].
-  float* down = sc.down.As<float>(rows * hidden);
+  float* down = sc.moe_down.As<float>(rows * hidden);
   pool.Run([&](size_t t, size_t threads) {
-    for (size_t e : sc.active) {
-      const size_t m = sc.offset[e + 1] - sc.offset[e];
-      const auto [b, end] = Share(hidden, MatMulRowGrain(isa, experts[e].w2, m), t, threads);
+    WorkerScratch& ws = ctx.worker(t);
+    for (size_t e : active) {
+      const size_t m = ix.offset[e + 1] - ix.offset[e];
+      const auto [b, end] = Share(hidden, MatMulRowGrain(ctx, experts[e].w2, m), t, threads);
       if (b < end)
-        MatMulRows(isa, pa.Rows(sc.offset[e], m), experts[e].w2, b, end,
-                   down + sc.offset[e] * hidden, hidden, false);
+        MatMulRows(ctx, pa.Rows(ix.offset[e], m), experts[e].w2, b, end,
+                   down + ix.offset[e] * hidden, hidden, false, ws);
     }
   });
   // Run 4: weighted sum per token in slot order.
@@ -200,7 +209,7 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
     for (size_t t = t0; t < t1; ++t) {
       float* yt = y + t * ldy;
       for (size_t j = 0; j < k; ++j) {
-        const size_t row = sc.slot_of[t * k + j];
+        const size_t row = ix.slot_of[t * k + j];
         if (row == SIZE_MAX) continue;
         const float w = weights[t * k + j];
         const float* d = down + row * hidden;

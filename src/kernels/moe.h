@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/context.h"
 #include "kernels/weights.h"
-#include "runtime/thread_pool.h"
 
 namespace moeserve::kernels {
 
@@ -36,7 +36,7 @@ struct ExpertWeights {
 //   projection rounded to bf16 for bf16 weights; silu and the product in f32.
 void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* idx,
                 const float* weights, size_t k, std::span<const ExpertWeights> experts, float* y,
-                size_t ldy, ThreadPool& pool, bool accumulate = false);
+                size_t ldy, KernelContext& ctx, bool accumulate = false);
 
 void MoeExpertsReference(const float* x, size_t ldx, size_t num_tokens, const int32_t* idx,
                          const float* weights, size_t k, std::span<const ExpertWeights> experts,

@@ -34,8 +34,9 @@ double BestSeconds(
 
 }  // namespace
 
-Roofline MeasureRoofline(ThreadPool& pool) {
-  const IsaKernels& kern = KernelsFor(BestIsa());
+Roofline MeasureRoofline(KernelContext& ctx) {
+  const IsaKernels& kern = ctx.kernels();
+  ThreadPool& pool = ctx.pool();
   Roofline roof;
   const size_t threads = pool.num_threads();
 

@@ -1,7 +1,7 @@
 // What this machine can do, measured: the denominators of every performance figure we print.
 #pragma once
 
-#include "runtime/thread_pool.h"
+#include "kernels/context.h"
 
 namespace moeserve::kernels {
 
@@ -15,7 +15,7 @@ struct Roofline {
   double int8_dot_gops = 0;
 };
 
-// Takes ~1 s. Uses every thread of the pool.
-Roofline MeasureRoofline(ThreadPool& pool);
+// Takes ~1 s. Uses every thread of the context's pool and its ISA's instructions.
+Roofline MeasureRoofline(KernelContext& ctx);
 
 }  // namespace moeserve::kernels

@@ -5,15 +5,16 @@
 #include <string>
 
 #include "dist/communicator.h"
+#include "kernels/context.h"
 #include "model/batch.h"
 #include "model/model_config.h"
-#include "runtime/thread_pool.h"
 
 namespace moeserve::model {
 
-// What a forward step runs on. Not owned; must outlive the model.
+// What a forward step runs on. Not owned; must outlive the model. The kernel context holds the
+// thread pool, the ISA the kernels run and their scratch.
 struct RunContext {
-  ThreadPool* pool = nullptr;
+  kernels::KernelContext* kernels = nullptr;
   dist::Communicator* comm = nullptr;
 };
 

@@ -19,16 +19,16 @@ const CpuFeatures& GetCpuFeatures();
 // The best ISA both the CPU and this build support, before any cap.
 Isa MachineIsa();
 // The ISA the kernels run: MachineIsa() capped by MOESERVE_ISA=scalar|avx2|avx512|avx512bf16
-// (read once, at the first call: kernels ask on every call, so this is two loads, not a getenv)
-// and by the innermost live ScopedIsaCap.
+// (read once, at the first call) and by the innermost live ScopedIsaCap. Kernels do not ask it per
+// call: a kernels::KernelContext resolves it once.
 Isa BestIsa();
 std::string IsaName(Isa isa);
 // "avx2" -> kAvx2; nullopt for a name that is none of IsaName's.
 std::optional<Isa> ParseIsaName(std::string_view name);
 
 // Caps BestIsa() for its lifetime, process-wide, so tests and benchmarks run every path the
-// machine has in one process. Not for concurrent use with kernels running on other threads that
-// must keep one ISA: set it between calls.
+// machine has in one process. A kernel context made while it lives gets the capped ISA; contexts
+// made before keep theirs.
 class ScopedIsaCap {
  public:
   explicit ScopedIsaCap(Isa cap);

@@ -77,19 +77,24 @@ void ThreadPool::Run(const std::function<void(size_t, size_t)>& fn) {
 
 void ThreadPool::ParallelFor(size_t n, size_t grain,
                              const std::function<void(size_t, size_t)>& fn) {
+  ParallelForWithThread(n, grain, [&](size_t begin, size_t end, size_t) { fn(begin, end); });
+}
+
+void ThreadPool::ParallelForWithThread(size_t n, size_t grain,
+                                       const std::function<void(size_t, size_t, size_t)>& fn) {
   if (n == 0) return;
   grain = std::max<size_t>(grain, 1);
   const size_t chunks = (n + grain - 1) / grain;
   const size_t threads = std::min(num_threads_, chunks);
   if (threads <= 1) {
-    fn(0, n);
+    fn(0, n, 0);
     return;
   }
   Run([&](size_t t, size_t) {
     if (t >= threads) return;
     const size_t c0 = chunks * t / threads, c1 = chunks * (t + 1) / threads;
     const size_t begin = c0 * grain, end = std::min(n, c1 * grain);
-    if (begin < end) fn(begin, end);
+    if (begin < end) fn(begin, end, t);
   });
 }
 

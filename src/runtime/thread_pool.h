@@ -33,6 +33,11 @@ class ThreadPool {
   // the last; fn(begin, end) per non-empty range. Static so that a thread keeps touching the same
   // rows of a weight from call to call (cache and NUMA locality).
   void ParallelFor(size_t n, size_t grain, const std::function<void(size_t begin, size_t end)>& fn);
+  // The same ranges, with the index of the thread that runs each (0 = the caller): for kernels
+  // whose ranges use that thread's own scratch (kernels::KernelContext::worker).
+  void ParallelForWithThread(
+      size_t n, size_t grain,
+      const std::function<void(size_t begin, size_t end, size_t thread)>& fn);
 
   // Dynamic scheduling for uneven work (e.g. experts with different token counts): fn(i) for
   // i in [0, n), items handed out one at a time.

@@ -115,7 +115,7 @@ void Build(const AttentionShape& s, const std::vector<size_t>& q_lens,
 }
 
 void CheckFp8(const AttentionShape& s, const std::vector<size_t>& q_lens,
-              const std::vector<size_t>& kv_lens, ThreadPool& pool, std::mt19937& rng,
+              const std::vector<size_t>& kv_lens, KernelContext& ctx, std::mt19937& rng,
               float k_mult = 1) {
   Caches c;
   Build(s, q_lens, kv_lens, rng, c, k_mult);
@@ -133,9 +133,9 @@ void CheckFp8(const AttentionShape& s, const std::vector<size_t>& q_lens,
   // 2^-4 relative error (RMS ~2^-6); the output, a weighted mean of V, inherits about that:
   // relative RMS error below 2^-4 (measured ~1.5e-2 here).
   EXPECT_LT(std::sqrt(err2 / ref2), 1.0 / 16);
-  const Isa isa = BestIsa();  // the test's ISA (EveryIsa caps it)
+  const Isa isa = ctx.isa();  // the test's ISA
   std::vector<float> got(c.total_q * ldo, -7.0f);
-  Attention(q.data(), ldq, c.fp8, s, got.data(), ldo, pool);
+  Attention(q.data(), ldq, c.fp8, s, got.data(), ldo, ctx);
   for (size_t i = 0; i < got.size(); ++i)
     // As the bf16 test: K/V dequantize to the same f32 values in every path (one f32 product
     // each); what differs is f32 summation order and the vector exp. |V| <= 1, so outputs are
@@ -147,10 +147,11 @@ void CheckFp8(const AttentionShape& s, const std::vector<size_t>& q_lens,
 
 TEST_P(AttentionFp8EveryIsa, MatchesReference) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(4);
-  CheckFp8({6, 2, 16, 4, 0.25f}, {1, 20, 5, 0}, {37, 20, 23, 9}, pool, rng);
-  CheckFp8({12, 2, 128, 5, 1 / std::sqrt(128.0f)}, {1, 33}, {100, 40}, pool, rng);
-  CheckFp8({3, 3, 20, 16, 0.2f}, {17, 1}, {17, 18}, pool, rng);  // head_dim 20: vector tails
+  CheckFp8({6, 2, 16, 4, 0.25f}, {1, 20, 5, 0}, {37, 20, 23, 9}, ctx, rng);
+  CheckFp8({12, 2, 128, 5, 1 / std::sqrt(128.0f)}, {1, 33}, {100, 40}, ctx, rng);
+  CheckFp8({3, 3, 20, 16, 0.2f}, {17, 1}, {17, 18}, ctx, rng);  // head_dim 20: vector tails
 }
 
 // One entry point serves both caches: a call whose sequences mix the formats, or a sequence with
@@ -158,6 +159,7 @@ TEST_P(AttentionFp8EveryIsa, MatchesReference) {
 // q_len > kv_len) instead of being read as the wrong format.
 TEST(AttentionCacheFormatDeathTest, MixedOrIncompleteTablesAreRefused) {
   ThreadPool pool(1);
+  KernelContext ctx(pool);
   std::mt19937 rng(8);
   const AttentionShape s{4, 2, 16, 4, 0.25f};
   Caches c;
@@ -165,7 +167,7 @@ TEST(AttentionCacheFormatDeathTest, MixedOrIncompleteTablesAreRefused) {
   const size_t width = s.num_heads * s.head_dim;
   std::vector<float> q(c.total_q * width, 0.1f), out(c.total_q * width);
   auto run = [&](std::vector<AttentionSeq> seqs) {
-    Attention(q.data(), width, seqs, s, out.data(), width, pool);
+    Attention(q.data(), width, seqs, s, out.data(), width, ctx);
   };
   EXPECT_NO_THROW(run(c.fp8));
   EXPECT_NO_THROW(run(c.b16));
@@ -185,10 +187,11 @@ TEST(AttentionCacheFormatDeathTest, MixedOrIncompleteTablesAreRefused) {
 // its two-multiply path.
 TEST_P(AttentionFp8EveryIsa, MatchesReferenceOddShapes) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(6);
   for (size_t group = 1; group <= 8; ++group) {
     const size_t d = 12 + 20 * group;  // 32 .. 172
-    CheckFp8({2 * group, 2, d, 16, 1 / std::sqrt(float(d))}, {1, 21, 0}, {45, 30, 3}, pool, rng);
+    CheckFp8({2 * group, 2, d, 16, 1 / std::sqrt(float(d))}, {1, 21, 0}, {45, 30, 3}, ctx, rng);
     if (HasFatalFailure()) return;
   }
   struct Case {
@@ -197,10 +200,10 @@ TEST_P(AttentionFp8EveryIsa, MatchesReferenceOddShapes) {
   for (const Case c : {Case{1, 3}, Case{7, 1}, Case{64, 17}, Case{70, 32}, Case{128, 5},
                        Case{130, 16}, Case{256, 7}, Case{300, 16}}) {
     CheckFp8({6, 2, c.head_dim, c.block_size, 1 / std::sqrt(float(c.head_dim))}, {1, 18, 37, 0},
-             {70, 40, 37, 5}, pool, rng);
+             {70, 40, 37, 5}, ctx, rng);
     if (HasFatalFailure()) return;
   }
-  CheckFp8({4, 2, 64, 16, 0x1p-20f / 8}, {1, 20}, {40, 20}, pool, rng, 0x1p20f);
+  CheckFp8({4, 2, 64, 16, 0x1p-20f / 8}, {1, 20}, {40, 20}, ctx, rng, 0x1p20f);
 }
 
 }  // namespace

@@ -86,7 +86,7 @@ TEST(AttentionReference, SingleKeyReturnsValueAndZeroQueryAveragesCausally) {
 }
 
 void CheckAttention(const AttentionShape& s, const std::vector<size_t>& q_lens,
-                    const std::vector<size_t>& kv_lens, ThreadPool& pool, std::mt19937& rng,
+                    const std::vector<size_t>& kv_lens, KernelContext& ctx, std::mt19937& rng,
                     float q_range = 2) {
   Cache cache;
   size_t tq = 0;
@@ -95,26 +95,27 @@ void CheckAttention(const AttentionShape& s, const std::vector<size_t>& q_lens,
   const std::vector<float> q = RandomF32(tq * ldq, rng, -q_range, q_range);
   std::vector<float> ref(tq * ldo, -7.0f), got(tq * ldo, -7.0f);
   AttentionReference(q.data(), ldq, seqs, s, ref.data(), ldo);
-  Attention(q.data(), ldq, seqs, s, got.data(), ldo, pool);
+  Attention(q.data(), ldq, seqs, s, got.data(), ldo, ctx);
   for (size_t i = 0; i < tq * ldo; ++i)
     // Outputs are convex combinations of bf16 values in [-1, 1]; the two versions differ by f32
     // summation order over <= 100 keys and head_dim products, and the fast path's vector exp
     // (~1e-7 relative): 2e-5 absolute is > 20x that, far below a wrong key or mask (~1e-2).
     ASSERT_NEAR(got[i], ref[i], 2e-5f)
-        << "at " << i / ldo << "," << i % ldo << " " << IsaName(BestIsa()) << " heads "
+        << "at " << i / ldo << "," << i % ldo << " " << IsaName(ctx.isa()) << " heads "
         << s.num_heads << "/" << s.num_kv_heads << " head_dim " << s.head_dim << " block "
         << s.block_size;
 }
 
 TEST_P(AttentionEveryIsa, MatchesReference) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(3);
   // Mixed batch: decode, full prefill, chunked prefill, an idle sequence (q_len = 0).
-  CheckAttention({6, 2, 16, 4, 0.25f}, {1, 20, 5, 0}, {37, 20, 23, 9}, pool, rng);
+  CheckAttention({6, 2, 16, 4, 0.25f}, {1, 20, 5, 0}, {37, 20, 23, 9}, ctx, rng);
   // MiniMax-like head geometry (group 6, head_dim 128), odd block size.
-  CheckAttention({12, 2, 128, 5, 1 / std::sqrt(128.0f)}, {1, 33}, {100, 40}, pool, rng);
+  CheckAttention({12, 2, 128, 5, 1 / std::sqrt(128.0f)}, {1, 33}, {100, 40}, ctx, rng);
   // MHA (group 1), head_dim not a multiple of the vector width.
-  CheckAttention({3, 3, 20, 16, 0.2f}, {17, 1}, {17, 18}, pool, rng);
+  CheckAttention({3, 3, 20, 16, 0.2f}, {17, 1}, {17, 18}, ctx, rng);
   if (HasFatalFailure()) return;
 }
 
@@ -125,10 +126,11 @@ TEST_P(AttentionEveryIsa, MatchesReference) {
 // chunks with context (query tiles of 16 straddling chunk ends), full prompts and idle sequences.
 TEST_P(AttentionEveryIsa, MatchesReferenceOddShapes) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(5);
   for (size_t group = 1; group <= 8; ++group) {
     const size_t d = 8 + 24 * group;  // 32 .. 200: multiples of 16 and 8-element tails
-    CheckAttention({2 * group, 2, d, 16, 1 / std::sqrt(float(d))}, {1, 21, 0}, {45, 30, 3}, pool,
+    CheckAttention({2 * group, 2, d, 16, 1 / std::sqrt(float(d))}, {1, 21, 0}, {45, 30, 3}, ctx,
                    rng);
     if (HasFatalFailure()) return;
   }
@@ -138,12 +140,12 @@ TEST_P(AttentionEveryIsa, MatchesReferenceOddShapes) {
   for (const Case c : {Case{1, 3}, Case{7, 1}, Case{16, 17}, Case{33, 32}, Case{64, 5},
                        Case{100, 16}, Case{130, 7}, Case{256, 16}, Case{300, 16}}) {
     CheckAttention({6, 2, c.head_dim, c.block_size, 1 / std::sqrt(float(c.head_dim))},
-                   {1, 18, 37, 2, 0}, {70, 40, 37, 17, 5}, pool, rng);
+                   {1, 18, 37, 2, 0}, {70, 40, 37, 17, 5}, ctx, rng);
     if (HasFatalFailure()) return;
   }
   // Peaked softmax (large scores): the running max moves between chunks and most weights
   // underflow; masked lanes must stay out of the max and the sums.
-  CheckAttention({8, 1, 32, 16, 0.5f}, {1, 24}, {60, 50}, pool, rng, 6.0f);
+  CheckAttention({8, 1, 32, 16, 0.5f}, {1, 24}, {60, 50}, ctx, rng, 6.0f);
   if (HasFatalFailure()) return;
 }
 

@@ -85,6 +85,7 @@ TEST(Bf16Panels, RowsViewSelectsWholePanels) {
 TEST_P(Bf16PanelsEveryIsa, MatMulMatchesDenseReferenceOnOddShapes) {
   std::mt19937 rng(3);
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   const Isa isa = GetParam();
   for (size_t m : {1, 2, 5, 6, 7, 13, 200, 300}) {
     // 20 x 1101 at m = 300: x exceeds the kernels' L2 blocks, so token and column blocks (partial
@@ -97,7 +98,7 @@ TEST_P(Bf16PanelsEveryIsa, MatMulMatchesDenseReferenceOnOddShapes) {
       const std::vector<float> x = RandomF32(m * ldx, rng, -2, 2);
       for (bool accumulate : {false, true}) {
         std::vector<float> y(m * ldy, 0.25f), ref(m * ldy, 0.25f);
-        MatMul(x.data(), ldx, m, p.view, y.data(), ldy, pool, accumulate);
+        MatMul(x.data(), ldx, m, p.view, y.data(), ldy, ctx, accumulate);
         MatMulReference(x.data(), ldx, m, dense, ref.data(), ldy, accumulate);
         for (size_t t = 0; t < m; ++t)
           for (size_t r = 0; r < ldy; ++r) {
@@ -121,6 +122,7 @@ TEST_P(Bf16PanelsEveryIsa, MatMulMatchesDenseReferenceOnOddShapes) {
 TEST_P(Bf16PanelsEveryIsa, MoeExpertsMatchesDenseReference) {
   std::mt19937 rng(4);
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   const size_t hidden = 48, inter = 40, experts = 4, top_k = 2;
   std::vector<std::vector<bf16>> mem;
   std::vector<Panels> packed;
@@ -149,7 +151,7 @@ TEST_P(Bf16PanelsEveryIsa, MoeExpertsMatchesDenseReference) {
               idx[t * top_k + 1] = static_cast<int32_t>((t + 1) % experts);
     const std::vector<float> x = RandomF32(m * hidden, rng);
     std::vector<float> out(m * hidden), ref(m * hidden);
-    MoeExperts(x.data(), hidden, m, idx.data(), wt.data(), top_k, panel, out.data(), hidden, pool);
+    MoeExperts(x.data(), hidden, m, idx.data(), wt.data(), top_k, panel, out.data(), hidden, ctx);
     MoeExpertsReference(x.data(), hidden, m, idx.data(), wt.data(), top_k, dense, ref.data(),
                         hidden);
     // The SiLU product is rounded to bf16 before w2 on both sides; sums in another order can flip
@@ -169,6 +171,7 @@ TEST_P(Bf16PanelsEveryIsa, MoeExpertsMatchesDenseReference) {
 TEST_P(Bf16PanelsEveryIsa, XPackedOnceEqualsXPackedPerThread) {
   std::mt19937 rng(5);
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   const Isa isa = GetParam();
   for (size_t m : {1, 2, 12, 13, 25, 300})
     for (auto [rows, cols] : {std::pair<size_t, size_t>{37, 70}, {50, 301}, {20, 1101}}) {
@@ -179,11 +182,11 @@ TEST_P(Bf16PanelsEveryIsa, XPackedOnceEqualsXPackedPerThread) {
       x[0] = 1e-40f;  // a subnormal, and ties to even
       if (cols > 2) x[1] = 1.0f + 0x1p-8f, x[2] = -(1.0f + 3 * 0x1p-8f);
       std::vector<float> whole(m * rows), rows_path(m * rows);
-      MatMul(x.data(), ldx, m, p.view, whole.data(), rows, pool);
+      MatMul(x.data(), ldx, m, p.view, whole.data(), rows, ctx);
       ScratchBuffer buf;
       const PreparedX px =
-          PrepareXParallel(isa, p.view, x.data(), ldx, nullptr, m, cols, buf, pool).Rows(0, m);
-      MatMulRows(isa, px, p.view, 0, rows, rows_path.data(), rows, false);
+          PrepareXParallel(ctx, p.view, x.data(), ldx, nullptr, m, cols, buf).Rows(0, m);
+      MatMulRows(ctx, px, p.view, 0, rows, rows_path.data(), rows, false, ctx.worker(0));
       for (size_t i = 0; i < whole.size(); ++i)
         ASSERT_EQ(std::memcmp(&whole[i], &rows_path[i], 4), 0)
             << IsaName(isa) << " m " << m << " " << rows << "x" << cols << " i " << i;
@@ -196,6 +199,7 @@ TEST_P(Bf16PanelsEveryIsa, XPackedOnceEqualsXPackedPerThread) {
 TEST_P(Bf16PanelsEveryIsa, MatMulSharedXEqualsOneMatMulEach) {
   std::mt19937 rng(6);
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   const Isa isa = GetParam();
   const size_t cols = 301;
   const size_t row_counts[] = {37, 20, 50};
@@ -221,9 +225,9 @@ TEST_P(Bf16PanelsEveryIsa, MatMulSharedXEqualsOneMatMulEach) {
         shared[i].assign(m * ldy, 7.0f);
         each[i].assign(m * ldy, 7.0f);
         outs.push_back({set[i], shared[i].data(), ldy});
-        MatMul(x.data(), cols, m, *set[i], each[i].data(), ldy, pool);
+        MatMul(x.data(), cols, m, *set[i], each[i].data(), ldy, ctx);
       }
-      MatMulSharedX(x.data(), cols, m, outs, pool);
+      MatMulSharedX(x.data(), cols, m, outs, ctx);
       for (size_t i = 0; i < 3; ++i)
         for (size_t j = 0; j < each[i].size(); ++j)
           ASSERT_EQ(std::memcmp(&shared[i][j], &each[i][j], 4), 0)

@@ -110,11 +110,13 @@ TEST(RopeNeox, MatchesReferenceExactly) {
 TEST_P(SiluMulEveryIsa, MatchesReference) {
   std::mt19937 rng(12);
   const Isa isa = GetParam();
+  ThreadPool pool(1);
+  const KernelContext ctx(pool, isa);
   for (size_t n : {1, 7, 8, 15, 16, 17, 100, 1536}) {
     std::vector<float> g = RandomF32(n, rng, -20, 20), u = RandomF32(n, rng);
     if (n > 4) g[0] = -100, g[1] = 100, g[2] = 0, g[3] = -90;  // exp range ends
     std::vector<float> got(n), want(n);
-    SiluMul(g.data(), u.data(), got.data(), n);
+    SiluMul(ctx, g.data(), u.data(), got.data(), n);
     SiluMulReference(g.data(), u.data(), want.data(), n);
     for (size_t i = 0; i < n; ++i)
       // The vector exp is within ~2 ulp of libm; one divide and one multiply follow.
@@ -124,7 +126,7 @@ TEST_P(SiluMulEveryIsa, MatchesReference) {
   // In place (out aliases gate).
   std::vector<float> g = {1, -2, 3}, u = {2, 2, 2}, want(3);
   SiluMulReference(g.data(), u.data(), want.data(), 3);
-  SiluMul(g.data(), u.data(), g.data(), 3);
+  SiluMul(ctx, g.data(), u.data(), g.data(), 3);
   for (int i = 0; i < 3; ++i) EXPECT_NEAR(g[i], want[i], 1e-6f * std::fabs(want[i]));
 }
 

@@ -95,6 +95,7 @@ TEST(Fp8Panels, NanCodesAreNotRepackable) {
 // Every code (all 254 finite e4m3 values, subnormals included) decodes exactly in the kernels.
 TEST_P(Fp8PanelsEveryIsa, EveryFiniteCodeExact) {
   ThreadPool pool(1);
+  KernelContext ctx(pool, isa());
   const size_t rows = 16, cols = 256;
   std::vector<uint8_t> q(rows * cols);
   for (size_t i = 0; i < q.size(); ++i) {
@@ -111,7 +112,7 @@ TEST_P(Fp8PanelsEveryIsa, EveryFiniteCodeExact) {
     // x = e_c (a power of two, exact in bf16) picks column c: y = W[:, c] exactly.
     std::vector<float> x(cols, 0.0f), y(rows), ref(rows);
     x[c] = 1.0f;
-    MatMul(x.data(), cols, 1, p.view, y.data(), rows, pool);
+    MatMul(x.data(), cols, 1, p.view, y.data(), rows, ctx);
     MatMulReference(x.data(), cols, 1, src, ref.data(), rows);
     for (size_t r = 0; r < rows; ++r)
       ASSERT_EQ(y[r], ref[r]) << IsaName(isa) << " code " << int(q[r * cols + c]);
@@ -121,6 +122,7 @@ TEST_P(Fp8PanelsEveryIsa, EveryFiniteCodeExact) {
 TEST_P(Fp8PanelsEveryIsa, MatMulMatchesBlockReference) {
   std::mt19937 rng(3);
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   const Fp8 f = RandomFp8(300, 400, rng);
   const Isa isa = GetParam();
   for (size_t m : {1, 2, 3, 4, 7, 13, 200, 300}) {
@@ -132,7 +134,7 @@ TEST_P(Fp8PanelsEveryIsa, MatMulMatchesBlockReference) {
       const std::vector<float> x = RandomF32(m * ldx, rng, -2, 2);
       for (bool accumulate : {false, true}) {
         std::vector<float> y(m * ldy, 0.5f), ref(m * ldy, 0.5f);
-        MatMul(x.data(), ldx, m, p.view, y.data(), ldy, pool, accumulate);
+        MatMul(x.data(), ldx, m, p.view, y.data(), ldy, ctx, accumulate);
         MatMulReference(x.data(), ldx, m, src, ref.data(), ldy, accumulate);
         std::vector<float> row(k);
         for (size_t r = 0; r < ldy; ++r) {
@@ -162,6 +164,7 @@ TEST_P(Fp8PanelsEveryIsa, MatMulMatchesBlockReference) {
 TEST_P(Fp8PanelsEveryIsa, XPackedOnceEqualsXPackedPerThread) {
   std::mt19937 rng(7);
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   const Fp8 f = RandomFp8(300, 400, rng);
   const Isa isa = GetParam();
   for (size_t m : {1, 2, 6, 7, 13, 200})
@@ -170,13 +173,14 @@ TEST_P(Fp8PanelsEveryIsa, XPackedOnceEqualsXPackedPerThread) {
       const size_t ldx = k + 3;
       const std::vector<float> x = RandomF32(m * ldx, rng, -2, 2);
       std::vector<float> whole(m * n), rows_path(m * n);
-      MatMul(x.data(), ldx, m, p.view, whole.data(), n, pool);
+      MatMul(x.data(), ldx, m, p.view, whole.data(), n, ctx);
       ScratchBuffer buf;
       const PreparedX px =
-          PrepareXParallel(isa, p.view, x.data(), ldx, nullptr, m, k, buf, pool).Rows(0, m);
-      pool.ParallelFor(n, MatMulRowGrain(isa, p.view, m), [&](size_t n0, size_t n1) {
-        MatMulRows(isa, px, p.view, n0, n1, rows_path.data(), n, false);
-      });
+          PrepareXParallel(ctx, p.view, x.data(), ldx, nullptr, m, k, buf).Rows(0, m);
+      pool.ParallelForWithThread(
+          n, MatMulRowGrain(ctx, p.view, m), [&](size_t n0, size_t n1, size_t thread) {
+            MatMulRows(ctx, px, p.view, n0, n1, rows_path.data(), n, false, ctx.worker(thread));
+          });
       for (size_t i = 0; i < whole.size(); ++i)
         ASSERT_EQ(std::memcmp(&whole[i], &rows_path[i], 4), 0)
             << IsaName(isa) << " m " << m << " view " << r0 << "," << c0 << " i " << i;
@@ -186,6 +190,7 @@ TEST_P(Fp8PanelsEveryIsa, XPackedOnceEqualsXPackedPerThread) {
 TEST_P(Fp8PanelsEveryIsa, MoeExpertsMatchesBlockReference) {
   std::mt19937 rng(4);
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   const size_t hidden = 160, inter = 40, experts = 3, top_k = 2;
   std::vector<Fp8> raw;
   std::vector<Panels> packed;
@@ -213,7 +218,7 @@ TEST_P(Fp8PanelsEveryIsa, MoeExpertsMatchesBlockReference) {
               idx[t * top_k + 1] = static_cast<int32_t>((t + 1) % experts);
     const std::vector<float> x = RandomF32(m * hidden, rng);
     std::vector<float> out(m * hidden), ref(m * hidden);
-    MoeExperts(x.data(), hidden, m, idx.data(), wt.data(), top_k, panel, out.data(), hidden, pool);
+    MoeExperts(x.data(), hidden, m, idx.data(), wt.data(), top_k, panel, out.data(), hidden, ctx);
     MoeExpertsReference(x.data(), hidden, m, idx.data(), wt.data(), top_k, block, ref.data(),
                         hidden);
     // The SiLU product is rounded to bf16 before w2 on both sides; sums in another order can flip

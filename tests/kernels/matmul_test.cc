@@ -36,7 +36,7 @@ double AbsSum(const float* x, const WeightMatrix& w, size_t n) {
   return s;
 }
 
-void CheckAgainstReference(const Case& c, DType dtype, bool accumulate, ThreadPool& pool,
+void CheckAgainstReference(const Case& c, DType dtype, bool accumulate, KernelContext& ctx,
                            std::mt19937& rng) {
   const std::vector<float> x = RandomF32(c.m * c.ldx, rng);
   std::vector<bf16> wb;
@@ -52,7 +52,7 @@ void CheckAgainstReference(const Case& c, DType dtype, bool accumulate, ThreadPo
   const std::vector<float> y0 = RandomF32(c.m * c.ldy, rng);
   std::vector<float> ref = y0, got = y0;
   MatMulReference(x.data(), c.ldx, c.m, w, ref.data(), c.ldy, accumulate);
-  MatMul(x.data(), c.ldx, c.m, w, got.data(), c.ldy, pool, accumulate);
+  MatMul(x.data(), c.ldx, c.m, w, got.data(), c.ldy, ctx, accumulate);
   for (size_t t = 0; t < c.m; ++t) {
     for (size_t n = 0; n < c.ldy; ++n) {
       const size_t i = t * c.ldy + n;
@@ -63,7 +63,7 @@ void CheckAgainstReference(const Case& c, DType dtype, bool accumulate, ThreadPo
       const double tol =
           SumTolerance(c.cols, AbsSum(&x[t * c.ldx], w, n) + (accumulate ? std::fabs(y0[i]) : 0));
       ASSERT_NEAR(got[i], ref[i], tol) << "m=" << c.m << " rows=" << c.rows << " cols=" << c.cols
-                                       << " t=" << t << " n=" << n << " " << IsaName(BestIsa());
+                                       << " t=" << t << " n=" << n << " " << IsaName(ctx.isa());
     }
   }
 }
@@ -103,19 +103,21 @@ TEST(MatMulReference, RoundsInputToBf16OnlyForBf16Weights) {
 
 TEST_P(MatMulEveryIsa, RoundsInputToBf16) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   // Halfway cases: round to nearest even, like F32ToBf16.
   const std::vector<float> x = {1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -(1.0f + 1.0f / 256)};
   const Isa isa = GetParam();
   for (size_t k = 0; k < x.size(); ++k) {
     const bf16 one = F32ToBf16(1.0f);
     float y = 0;
-    MatMul(&x[k], 1, 1, Bf16Matrix(&one, 1, 1), &y, 1, pool);
+    MatMul(&x[k], 1, 1, Bf16Matrix(&one, 1, 1), &y, 1, ctx);
     EXPECT_EQ(y, RoundToBf16(x[k])) << IsaName(isa);
   }
 }
 
 TEST_P(MatMulEveryIsa, MatchesReferenceOnOddShapes) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(7);
   const size_t ms[] = {1, 2, 3, 7, 17, 64, 100};
   const size_t shapes[][2] = {{1, 1},    {3, 15},    {15, 17},  {17, 31}, {31, 33},
@@ -126,18 +128,19 @@ TEST_P(MatMulEveryIsa, MatchesReferenceOnOddShapes) {
         const size_t rows = s[0], cols = s[1];
         // Padded strides everywhere: row_stride > cols, ldx > cols, ldy > rows.
         const Case c{m, rows, cols, cols + 5, cols + 3, rows + 2};
-        CheckAgainstReference(c, dtype, /*accumulate=*/(m + rows) % 2 == 0, pool, rng);
+        CheckAgainstReference(c, dtype, /*accumulate=*/(m + rows) % 2 == 0, ctx, rng);
         if (HasFatalFailure()) return;
       }
 }
 
 TEST_P(MatMulEveryIsa, AccumulateAndDenseStrides) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(11);
   for (bool acc : {false, true})
     for (size_t m : {1, 5, 12, 13, 24}) {
-      CheckAgainstReference({m, 96, 64, 64, 64, 96}, DType::kBF16, acc, pool, rng);
-      CheckAgainstReference({m, 40, 130, 130, 130, 40}, DType::kBF16, acc, pool, rng);
+      CheckAgainstReference({m, 96, 64, 64, 64, 96}, DType::kBF16, acc, ctx, rng);
+      CheckAgainstReference({m, 40, 130, 130, 130, 40}, DType::kBF16, acc, ctx, rng);
       if (HasFatalFailure()) return;
     }
 }
@@ -146,10 +149,11 @@ TEST_P(MatMulEveryIsa, AccumulateAndDenseStrides) {
 // and row blocks of 8 (one chunk, several, a partial last one; row counts not a multiple of 8).
 TEST_P(MatMulEveryIsa, FewTokensLongRows) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(12);
   for (size_t m : {1, 2, 3, 4, 5, 6, 7})
     for (size_t cols : {1536, 3072, 3001}) {
-      CheckAgainstReference({m, 70, cols, cols + 7, cols, 75}, DType::kBF16, m % 2 == 0, pool, rng);
+      CheckAgainstReference({m, 70, cols, cols + 7, cols, 75}, DType::kBF16, m % 2 == 0, ctx, rng);
       if (HasFatalFailure()) return;
     }
 }
@@ -158,6 +162,7 @@ TEST_P(MatMulEveryIsa, FewTokensLongRows) {
 // or among others (prefill tiles of several tokens), so routing does not depend on the batch.
 TEST_P(MatMulEveryIsa, F32TokensTogetherEqualTokensAlone) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(13);
   for (size_t m : {2, 4, 5, 9, 33})
     for (auto [rows, cols] : {std::pair<size_t, size_t>{256, 3072}, {13, 70}, {7, 301}}) {
@@ -165,9 +170,9 @@ TEST_P(MatMulEveryIsa, F32TokensTogetherEqualTokensAlone) {
       const WeightMatrix w{DType::kF32, wf.data(), rows, cols, cols};
       const std::vector<float> x = RandomF32(m * cols, rng);
       std::vector<float> together(m * rows), alone(m * rows);
-      MatMul(x.data(), cols, m, w, together.data(), rows, pool);
+      MatMul(x.data(), cols, m, w, together.data(), rows, ctx);
       for (size_t t = 0; t < m; ++t)
-        MatMul(x.data() + t * cols, cols, 1, w, alone.data() + t * rows, rows, pool);
+        MatMul(x.data() + t * cols, cols, 1, w, alone.data() + t * rows, rows, ctx);
       for (size_t i = 0; i < together.size(); ++i)
         ASSERT_EQ(std::memcmp(&together[i], &alone[i], 4), 0)
             << IsaName(GetParam()) << " m " << m << " " << rows << "x" << cols << " i " << i;
@@ -176,12 +181,13 @@ TEST_P(MatMulEveryIsa, F32TokensTogetherEqualTokensAlone) {
 
 TEST(MatMul, SingleThreadPoolAndEmptyInputs) {
   ThreadPool pool(1);
+  KernelContext ctx(pool);
   std::mt19937 rng(3);
-  CheckAgainstReference({9, 33, 65, 70, 65, 33}, DType::kBF16, false, pool, rng);
+  CheckAgainstReference({9, 33, 65, 70, 65, 33}, DType::kBF16, false, ctx, rng);
   // m = 0 and rows = 0 touch nothing.
   float y = 42;
   const bf16 w = F32ToBf16(1);
-  MatMul(nullptr, 1, 0, Bf16Matrix(&w, 1, 1), &y, 1, pool);
+  MatMul(nullptr, 1, 0, Bf16Matrix(&w, 1, 1), &y, 1, ctx);
   EXPECT_EQ(y, 42);
 }
 

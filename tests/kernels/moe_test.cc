@@ -136,7 +136,7 @@ TEST(MoeExpertsReference, MatchesComposedDefinition) {
 }
 
 void CheckMoe(size_t num_tokens, size_t num_experts, size_t k, size_t hidden, size_t inter,
-              bool accumulate, const std::vector<size_t>& absent, ThreadPool& pool,
+              bool accumulate, const std::vector<size_t>& absent, KernelContext& ctx,
               std::mt19937& rng) {
   Experts ex = MakeExperts(num_experts, hidden, inter, rng, absent);
   const size_t ldx = hidden + 2, ldy = hidden + 1;
@@ -150,7 +150,7 @@ void CheckMoe(size_t num_tokens, size_t num_experts, size_t k, size_t hidden, si
   std::vector<float> ref = y0, got = y0;
   MoeExpertsReference(x.data(), ldx, num_tokens, idx.data(), wts.data(), k, ex.list, ref.data(),
                       ldy, accumulate);
-  MoeExperts(x.data(), ldx, num_tokens, idx.data(), wts.data(), k, ex.list, got.data(), ldy, pool,
+  MoeExperts(x.data(), ldx, num_tokens, idx.data(), wts.data(), k, ex.list, got.data(), ldy, ctx,
              accumulate);
   for (size_t t = 0; t < num_tokens; ++t)
     for (size_t i = 0; i < ldy; ++i) {
@@ -164,33 +164,35 @@ void CheckMoe(size_t num_tokens, size_t num_experts, size_t k, size_t hidden, si
       // is ~100x the expected difference and far below any indexing mistake (O(0.01+)).
       ASSERT_NEAR(got[at], ref[at], 2e-5f + 1e-6f * std::fabs(ref[at]))
           << "T=" << num_tokens << " k=" << k << " t=" << t << " i=" << i << " "
-          << IsaName(BestIsa());
+          << IsaName(ctx.isa());
     }
 }
 
 TEST_P(MoeExpertsEveryIsa, MatchesReference) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(9);
   // Decode (one token, top-8 of 32), small prefill, many tokens (GEMM path per expert).
-  CheckMoe(1, 32, 8, 67, 33, false, {}, pool, rng);
-  CheckMoe(3, 8, 2, 40, 17, true, {5}, pool, rng);
-  CheckMoe(37, 6, 2, 33, 48, false, {0, 4}, pool, rng);
-  CheckMoe(64, 4, 4, 31, 15, true, {}, pool, rng);   // top_k = num_experts
-  CheckMoe(17, 5, 1, 16, 64, false, {}, pool, rng);  // top_k = 1
+  CheckMoe(1, 32, 8, 67, 33, false, {}, ctx, rng);
+  CheckMoe(3, 8, 2, 40, 17, true, {5}, ctx, rng);
+  CheckMoe(37, 6, 2, 33, 48, false, {0, 4}, ctx, rng);
+  CheckMoe(64, 4, 4, 31, 15, true, {}, ctx, rng);   // top_k = num_experts
+  CheckMoe(17, 5, 1, 16, 64, false, {}, ctx, rng);  // top_k = 1
   if (HasFatalFailure()) return;
 }
 
 TEST(MoeExperts, AllRoutedExpertsAbsentGivesZeroOrKeepsY) {
   ThreadPool pool(2);
+  KernelContext ctx(pool);
   std::mt19937 rng(2);
   Experts ex = MakeExperts(4, 8, 4, rng, {0, 1});
   const std::vector<float> x = RandomF32(8, rng);
   const int32_t idx[2] = {0, 1};
   const float wts[2] = {0.5f, 0.5f};
   std::vector<float> y(8, 3.0f);
-  MoeExperts(x.data(), 8, 1, idx, wts, 2, ex.list, y.data(), 8, pool, /*accumulate=*/true);
+  MoeExperts(x.data(), 8, 1, idx, wts, 2, ex.list, y.data(), 8, ctx, /*accumulate=*/true);
   for (float v : y) EXPECT_EQ(v, 3.0f);
-  MoeExperts(x.data(), 8, 1, idx, wts, 2, ex.list, y.data(), 8, pool, /*accumulate=*/false);
+  MoeExperts(x.data(), 8, 1, idx, wts, 2, ex.list, y.data(), 8, ctx, /*accumulate=*/false);
   for (float v : y) EXPECT_EQ(v, 0.0f);
 }
 

@@ -458,6 +458,7 @@ TEST(Mxfp4I8MatMul, ConsistentColumnPermutationKeepsYAndOneCodeChangesOneRow) {
 TEST_P(Mxfp4I8MatMulEveryIsa, PublicMatMulAndMoeMatchReference) {
   std::mt19937 rng(11);
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   const size_t hidden = 96, inter = 64, experts = 5, top_k = 2;
   const Isa isa = GetParam();
   for (size_t m : {1, 3, 8, 17}) {
@@ -465,7 +466,7 @@ TEST_P(Mxfp4I8MatMulEveryIsa, PublicMatMulAndMoeMatchReference) {
     const Repacked w = Repack(src.view);
     const std::vector<float> x = RandomX(m, hidden, rng);
     std::vector<float> y(m * 40), ref(m * 40);
-    MatMul(x.data(), hidden + 5, m, w.view, y.data(), 40, pool);
+    MatMul(x.data(), hidden + 5, m, w.view, y.data(), 40, ctx);
     MatMulReference(x.data(), hidden + 5, m, w.view, ref.data(), 40);
     for (size_t i = 0; i < y.size(); ++i)
       ASSERT_EQ(Bits(y[i]), Bits(ref[i])) << IsaName(isa) << " m " << m << " i " << i;
@@ -488,7 +489,7 @@ TEST_P(Mxfp4I8MatMulEveryIsa, PublicMatMulAndMoeMatchReference) {
               idx[t * top_k + 1] = static_cast<int32_t>((t + 2) % experts);
     const std::vector<float> xm = RandomF32(m * hidden, rng);
     std::vector<float> out(m * hidden), out_ref(m * hidden);
-    MoeExperts(xm.data(), hidden, m, idx.data(), wt.data(), top_k, ew, out.data(), hidden, pool);
+    MoeExperts(xm.data(), hidden, m, idx.data(), wt.data(), top_k, ew, out.data(), hidden, ctx);
     MoeExpertsReference(xm.data(), hidden, m, idx.data(), wt.data(), top_k, ew, out_ref.data(),
                         hidden);
     for (size_t i = 0; i < out.size(); ++i)

@@ -189,8 +189,8 @@ QuantWeight MakeMxfp4(size_t full_rows, size_t full_cols, size_t row0, size_t co
 // the f32 sums and, for FP8 on AVX-512, where the block scale is applied (once per 128-column
 // partial sum instead of once per weight): both are rounding errors of the size of
 // SumTolerance(k, Σ|x·w|), which allows for a random walk of ~sqrt(k) roundings with a 16x margin.
-void CheckMatMul(const WeightMatrix& w, size_t m, float x_scale, bool accumulate, ThreadPool& pool,
-                 std::mt19937& rng) {
+void CheckMatMul(const WeightMatrix& w, size_t m, float x_scale, bool accumulate,
+                 KernelContext& ctx, std::mt19937& rng) {
   const size_t ldx = w.cols + 3, ldy = w.rows + 2;
   std::vector<float> x = RandomF32(m * ldx, rng);
   for (float& v : x) v *= x_scale;
@@ -198,9 +198,9 @@ void CheckMatMul(const WeightMatrix& w, size_t m, float x_scale, bool accumulate
   std::vector<float> ref = y0, dq(w.rows * w.cols);
   MatMulReference(x.data(), ldx, m, w, ref.data(), ldy, accumulate);
   DequantizeToF32(w, dq.data(), w.cols);
-  const Isa isa = BestIsa();  // the test's ISA (EveryIsa caps it)
+  const Isa isa = ctx.isa();  // the test's ISA
   std::vector<float> got = y0;
-  MatMul(x.data(), ldx, m, w, got.data(), ldy, pool, accumulate);
+  MatMul(x.data(), ldx, m, w, got.data(), ldy, ctx, accumulate);
   for (size_t t = 0; t < m; ++t)
     for (size_t n = 0; n < ldy; ++n) {
       const size_t i = t * ldy + n;
@@ -219,6 +219,7 @@ void CheckMatMul(const WeightMatrix& w, size_t m, float x_scale, bool accumulate
 
 TEST_P(QuantMatMulEveryIsa, Fp8BlockViews) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(11);
   struct V {
     size_t full_rows, full_cols, row0, col0, rows, cols;
@@ -231,16 +232,17 @@ TEST_P(QuantMatMulEveryIsa, Fp8BlockViews) {
   };
   for (const V& v : views) {
     QuantWeight q = MakeFp8(v.full_rows, v.full_cols, v.row0, v.col0, v.rows, v.cols, rng);
-    for (size_t m : {1, 3, 17, 64}) CheckMatMul(q.view, m, 1.0f, m == 3, pool, rng);
+    for (size_t m : {1, 3, 17, 64}) CheckMatMul(q.view, m, 1.0f, m == 3, ctx, rng);
   }
   // Subnormal codes only (exponent field 0: ±m · 2^-9), which the AVX-512 decoder special-cases;
   // among random codes they are too small to be noticed by the tolerance.
   QuantWeight sub = MakeFp8(70, 300, 0, 0, 70, 300, rng, 0x87);
-  for (size_t m : {1, 3, 17}) CheckMatMul(sub.view, m, 1.0f, false, pool, rng);
+  for (size_t m : {1, 3, 17}) CheckMatMul(sub.view, m, 1.0f, false, ctx, rng);
 }
 
 TEST_P(QuantMatMulEveryIsa, Mxfp4Views) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(12);
   struct V {
     size_t full_rows, full_cols, row0, col0, rows, cols;
@@ -253,7 +255,7 @@ TEST_P(QuantMatMulEveryIsa, Mxfp4Views) {
   };
   for (const V& v : views) {
     QuantWeight q = MakeMxfp4(v.full_rows, v.full_cols, v.row0, v.col0, v.rows, v.cols, rng);
-    for (size_t m : {1, 3, 17, 64}) CheckMatMul(q.view, m, 1.0f, m == 17, pool, rng);
+    for (size_t m : {1, 3, 17, 64}) CheckMatMul(q.view, m, 1.0f, m == 17, ctx, rng);
   }
 }
 
@@ -261,13 +263,14 @@ TEST_P(QuantMatMulEveryIsa, Mxfp4Views) {
 // path. x is scaled so that every product stays a normal f32.
 TEST_P(QuantMatMulEveryIsa, Mxfp4ExtremeScales) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(13);
   QuantWeight low = MakeMxfp4(40, 192, 0, 0, 40, 192, rng, 0, 3);
-  for (size_t m : {1, 3, 17}) CheckMatMul(low.view, m, std::ldexp(1.0f, 100), false, pool, rng);
+  for (size_t m : {1, 3, 17}) CheckMatMul(low.view, m, std::ldexp(1.0f, 100), false, ctx, rng);
   // Scales up to 2^126 (253); magnitudes limited to 0 .. 1.5 (nibble bit 2 clear) so that every
   // weight is a finite f32 (4 · 2^126 would overflow).
   QuantWeight high = MakeMxfp4(40, 192, 0, 0, 40, 192, rng, 250, 253, 0xbb);
-  for (size_t m : {1, 3, 17}) CheckMatMul(high.view, m, std::ldexp(1.0f, -110), false, pool, rng);
+  for (size_t m : {1, 3, 17}) CheckMatMul(high.view, m, std::ldexp(1.0f, -110), false, ctx, rng);
 }
 
 // The decode-bound GEMV path (m < 8): every token count, views whose col0 is a multiple of 64 (the
@@ -276,6 +279,7 @@ TEST_P(QuantMatMulEveryIsa, Mxfp4ExtremeScales) {
 // over two panels.
 TEST_P(QuantGemvEveryIsa, Fp8EveryTokenCountBlockCutsAndPanels) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(21);
   struct V {
     size_t full_rows, full_cols, row0, col0, rows, cols;
@@ -287,35 +291,37 @@ TEST_P(QuantGemvEveryIsa, Fp8EveryTokenCountBlockCutsAndPanels) {
   };
   for (const V& v : views) {
     QuantWeight q = MakeFp8(v.full_rows, v.full_cols, v.row0, v.col0, v.rows, v.cols, rng);
-    for (size_t m = 1; m <= 7; ++m) CheckMatMul(q.view, m, 1.0f, m % 2 == 0, pool, rng);
+    for (size_t m = 1; m <= 7; ++m) CheckMatMul(q.view, m, 1.0f, m % 2 == 0, ctx, rng);
   }
   // Subnormal and zero codes only, and mixed with normal ones: the decoder patches vectors that
   // contain any.
   for (uint8_t mask : {uint8_t{0x87}, uint8_t{0x8f}}) {
     QuantWeight sub = MakeFp8(30, 400, 0, 64, 30, 336, rng, mask);
-    for (size_t m = 1; m <= 7; ++m) CheckMatMul(sub.view, m, 1.0f, false, pool, rng);
+    for (size_t m = 1; m <= 7; ++m) CheckMatMul(sub.view, m, 1.0f, false, ctx, rng);
   }
 }
 
 TEST_P(QuantGemvEveryIsa, Mxfp4EveryTokenCountAndPanels) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(22);
   // 2560 columns: two panels for m >= 7; 96 and 160: a last step of 3 and 1 groups.
   const size_t shapes[][2] = {{21, 96}, {19, 160}, {11, 2560}};
   for (const auto& sh : shapes) {
     QuantWeight q = MakeMxfp4(sh[0], sh[1], 0, 0, sh[0], sh[1], rng);
-    for (size_t m = 1; m <= 7; ++m) CheckMatMul(q.view, m, 1.0f, m % 3 == 0, pool, rng);
+    for (size_t m = 1; m <= 7; ++m) CheckMatMul(q.view, m, 1.0f, m % 3 == 0, ctx, rng);
   }
   // A group with scale 0 or 1 in some rows only (those rows take the unfolded path, the others
   // not; the other end, 253 and 254, is covered by QuantMatMulEveryIsa.Mxfp4ExtremeScales).
   QuantWeight mixed = MakeMxfp4(24, 256, 0, 0, 24, 256, rng);
   for (size_t r = 0; r < 24; r += 5) mixed.scales_u8[r * 8 + r % 8] = r % 2 ? 1 : 0;
-  for (size_t m : {1, 2, 5}) CheckMatMul(mixed.view, m, 1.0f, false, pool, rng);
+  for (size_t m : {1, 2, 5}) CheckMatMul(mixed.view, m, 1.0f, false, ctx, rng);
 }
 
 // e8m0 255 is NaN: a row with such a group gives NaN (as the reference), the others stay exact.
 TEST_P(QuantGemvEveryIsa, Mxfp4NanScale) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(23);
   const size_t rows = 10, cols = 192;
   QuantWeight q = MakeMxfp4(rows, cols, 0, 0, rows, cols, rng);
@@ -326,7 +332,7 @@ TEST_P(QuantGemvEveryIsa, Mxfp4NanScale) {
   const Isa isa = GetParam();
   for (size_t m : {1, 3}) {
     std::vector<float> got(m * rows);
-    MatMul(x.data(), cols, m, q.view, got.data(), rows, pool);
+    MatMul(x.data(), cols, m, q.view, got.data(), rows, ctx);
     for (size_t t = 0; t < m; ++t)
       for (size_t n = 0; n < rows; ++n) {
         const size_t i = t * rows + n;
@@ -342,6 +348,7 @@ TEST_P(QuantGemvEveryIsa, Mxfp4NanScale) {
 
 TEST_P(QuantMoeEveryIsa, Fp8AndMxfp4ExpertsMatchReference) {
   ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
   std::mt19937 rng(14);
   const size_t hidden = 96, inter = 64, num_experts = 5, k = 2;
   for (WeightFormat fmt : {WeightFormat::kFp8Block, WeightFormat::kMxfp4}) {
@@ -375,7 +382,7 @@ TEST_P(QuantMoeEveryIsa, Fp8AndMxfp4ExpertsMatchReference) {
       const Isa isa = GetParam();
       std::vector<float> got(tokens * hidden);
       MoeExperts(x.data(), hidden, tokens, idx.data(), wts.data(), k, experts, got.data(), hidden,
-                 pool);
+                 ctx);
       // The activation is recomputed from slightly different gate/up sums and rounded to bf16
       // before w2, so one bf16 rounding flip (2^-8 relative) of an activation can propagate:
       // tolerance 2^-7 of the output's scale.

@@ -15,9 +15,10 @@
 namespace moeserve::kernels::testing {
 
 // Kernel tests that run once per ISA: declare the suite with MOESERVE_EVERY_ISA_SUITE(Suite) and
-// write TEST_P(Suite, Name). Each test runs under a ScopedIsaCap for its ISA; an ISA this machine
-// (or build) lacks shows as SKIPPED with the reason, so a run on an AVX2-only machine says which
-// paths it did not check instead of leaving them out silently.
+// write TEST_P(Suite, Name). Each test builds its KernelContext for isa() (and runs under a
+// ScopedIsaCap for it, for code that asks BestIsa()); an ISA this machine (or build) lacks shows
+// as SKIPPED with the reason, so a run on an AVX2-only machine says which paths it did not check
+// instead of leaving them out silently.
 class EveryIsa : public ::testing::TestWithParam<Isa> {
  protected:
   void SetUp() override {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
 #include <vector>
 
 #include "runtime/cpu_features.h"
@@ -21,6 +22,30 @@ TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
           for (size_t i = b; i < e; ++i) hits[i]++;
         });
         for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n << " " << grain;
+      }
+    }
+  }
+}
+
+// Each range once, on the thread it names: one range per thread, so a range's thread index is
+// never seen twice in a call (what per-thread scratch relies on).
+TEST(ThreadPool, ParallelForWithThreadNamesTheRunningThread) {
+  for (size_t threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (size_t n : {1, 2, 7, 100}) {
+      std::vector<std::atomic<int>> hits(n), per_thread(threads);
+      std::vector<std::thread::id> id_of(threads);
+      pool.ParallelForWithThread(n, 2, [&](size_t b, size_t e, size_t t) {
+        ASSERT_LT(t, threads);
+        per_thread[t]++;
+        id_of[t] = std::this_thread::get_id();
+        for (size_t i = b; i < e; ++i) hits[i]++;
+      });
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1);
+      for (size_t t = 0; t < threads; ++t) ASSERT_LE(per_thread[t].load(), 1);
+      // Thread 0 is the caller, as in Run.
+      if (per_thread[0].load()) {
+        EXPECT_EQ(id_of[0], std::this_thread::get_id());
       }
     }
   }

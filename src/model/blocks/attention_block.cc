@@ -118,10 +118,10 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
   k.resize(t * kw);
   v.resize(t * kw);
   attn.resize(t * qw);
-  ThreadPool& pool = *ctx.pool;
+  kernels::KernelContext& kc = *ctx.kernels;
   const kernels::MatMulOutput qkv[] = {
       {&wq_, q.data(), qw}, {&wk_, k.data(), kw}, {&wv_, v.data(), kw}};
-  kernels::MatMulSharedX(x, h, t, qkv, pool);
+  kernels::MatMulSharedX(x, h, t, qkv, kc);
   if (config_.qk_norm != QkNorm::kNone) NormalizeQk(q.data(), k.data(), t, ctx);
   kernels::RopeNeox(q.data(), qw, t, local_heads_, d, config_.rotary_dim, positions.data(),
                     config_.rope_theta);
@@ -155,8 +155,8 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
   }
   const kernels::AttentionShape shape{local_heads_, local_kv_heads_, d, kv.block_size(),
                                       1.0f / std::sqrt(static_cast<float>(d))};
-  kernels::Attention(q.data(), qw, seqs, shape, attn.data(), qw, pool);
-  kernels::MatMul(attn.data(), qw, t, wo_, out, h, pool);
+  kernels::Attention(q.data(), qw, seqs, shape, attn.data(), qw, kc);
+  kernels::MatMul(attn.data(), qw, t, wo_, out, h, kc);
   ctx.comm->AllReduceSum(out, t * h);
 }
 

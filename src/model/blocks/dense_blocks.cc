@@ -45,7 +45,7 @@ void LmHeadBlock::Forward(const float* h, const std::vector<int32_t>& rows, floa
     std::copy_n(h + static_cast<size_t>(rows[i]) * hidden, hidden, gathered_.data() + i * hidden);
   final_norm_.Forward(gathered_.data(), rows.size(), gathered_.data());
   kernels::MatMul(gathered_.data(), hidden, rows.size(), weight_, logits, config_.vocab_size,
-                  *ctx.pool);
+                  *ctx.kernels);
 }
 
 }  // namespace moeserve::model

@@ -51,7 +51,7 @@ void MoeBlock::Forward(const float* x, size_t t, float* out, StepScratch& scratc
   logits.resize(t * e);
   topk_idx.resize(t * k);
   topk_weights.resize(t * k);
-  kernels::MatMul(x, h, t, kernels::F32Matrix(gate_.data(), e, h), logits.data(), e, *ctx.pool);
+  kernels::MatMul(x, h, t, kernels::F32Matrix(gate_.data(), e, h), logits.data(), e, *ctx.kernels);
   switch (config_.routing) {
     case Routing::kSigmoidWithBias:
       kernels::RouteSigmoidTopK(logits.data(), bias_.empty() ? nullptr : bias_.data(), t, e, k,
@@ -65,7 +65,8 @@ void MoeBlock::Forward(const float* x, size_t t, float* out, StepScratch& scratc
   }
   // Accumulate into zeros: under expert parallelism a token may route to no local expert.
   std::fill(out, out + t * h, 0.0f);
-  kernels::MoeExperts(x, h, t, topk_idx.data(), topk_weights.data(), k, experts_, out, h, *ctx.pool,
+  kernels::MoeExperts(x, h, t, topk_idx.data(), topk_weights.data(), k, experts_, out, h,
+                      *ctx.kernels,
                       /*accumulate=*/true);
   ctx.comm->AllReduceSum(out, t * h);
 }
