@@ -31,7 +31,48 @@ struct BenchOptions {
   // ik_llama.cpp's llama-batched-bench does: all route to the same experts), or "both".
   std::string batch_tokens = "distinct";
   std::string kv_cache_dtype = "auto";
+  bool profile = false;  // time the steps' phases (model/step_profile.h) and print where time goes
 };
+
+// The phases of a kind of step (prefill or decode), summed over the timed runs.
+struct PhaseTotals {
+  model::StepProfile sum;
+  double step_seconds = 0;  // the whole steps' time, phases and the rest
+  size_t steps = 0;
+
+  void Add(const model::StepProfile& p, double seconds, size_t num_steps) {
+    for (size_t i = 0; i < model::kPhases; ++i) {
+      sum.seconds[i] += p.seconds[i];
+      sum.bytes[i] += p.bytes[i];
+    }
+    step_seconds += seconds;
+    steps += num_steps;
+  }
+};
+
+// One line per phase: time per step, its share of the step, and for phases that read weights
+// the bytes per step and the bandwidth they streamed at against the read probe.
+void PrintPhases(const char* title, const PhaseTotals& t, double read_gbps) {
+  if (t.steps == 0) return;
+  const double per_step = t.step_seconds / static_cast<double>(t.steps);
+  std::printf("%s: %.3f ms per step, mean of %zu steps (rank 0)\n", title, per_step * 1e3,
+              t.steps);
+  double phases = 0;
+  for (size_t i = 0; i < model::kPhases; ++i) {
+    const double s = t.sum.seconds[i] / static_cast<double>(t.steps);
+    const double bytes = t.sum.bytes[i] / static_cast<double>(t.steps);
+    phases += s;
+    std::printf("  %-26s %8.3f ms %5.1f%%", model::PhaseName(static_cast<model::Phase>(i)), s * 1e3,
+                100 * s / per_step);
+    if (bytes > 0 && s > 0)
+      std::printf("  %8.1f MB  %6.1f GB/s = %3.0f%% of the read probe", bytes / 1e6,
+                  bytes / s / 1e9, 100 * bytes / s / 1e9 / read_gbps);
+    std::printf("\n");
+  }
+  const double rest = per_step - phases;
+  std::printf("  %-26s %8.3f ms %5.1f%%\n", "other (norms, residual)", rest * 1e3,
+              100 * rest / per_step);
+}
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -76,6 +117,9 @@ int RunBench(const BenchOptions& o) {
   if (session->is_worker()) return 0;
   model::Model* model = &session->model();
   ThreadPool& pool = session->pool();
+  model::StepProfile& profile = session->profile();
+  profile.enabled = o.profile;
+  PhaseTotals prefill_phases, decode_phases;
   dist::Communicator& comm = session->comm();
   const auto& cfg = model->config();
   const size_t block_size = 16, vocab = cfg.vocab_size;
@@ -126,11 +170,14 @@ int RunBench(const BenchOptions& o) {
     prefill.token_ids = prompt;
     prefill.seqs.push_back({prompt.size(), 0, table});
     prefill.logits_rows = {static_cast<int32_t>(prompt.size() - 1)};
+    profile.Reset();
     double c0 = comm.SecondsInCollectives(), t0 = Now();
     model->Forward(prefill, kv, logits.data());
     const double prefill_s = Now() - t0, prefill_c = comm.SecondsInCollectives() - c0;
+    if (run > 0 && o.profile) prefill_phases.Add(profile, prefill_s, 1);
 
     int32_t token = 0;
+    profile.Reset();
     c0 = comm.SecondsInCollectives();
     t0 = Now();
     for (size_t i = 0; i < o.decode_tokens; ++i) {
@@ -142,6 +189,8 @@ int RunBench(const BenchOptions& o) {
       token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
     const double decode_s = Now() - t0, decode_c = comm.SecondsInCollectives() - c0;
+    if (run > 0 && o.profile) decode_phases.Add(profile, decode_s, o.decode_tokens);
+    profile.enabled = false;  // the batched steps are not profiled
 
     if (!batch_tables.empty()) {
       // The prompt's partial last block, if any, is copied into every sequence's private block by
@@ -173,6 +222,7 @@ int RunBench(const BenchOptions& o) {
         if (run > 0) batch_step_s[mode].push_back((Now() - tb) / o.decode_tokens);
       }
     }
+    profile.enabled = o.profile;
     if (run == 0) continue;
     prefill_comm.push_back(prefill_c / prefill_s);
     decode_comm.push_back(decode_c / decode_s);
@@ -231,6 +281,11 @@ int RunBench(const BenchOptions& o) {
         o.decode_batch, o.decode_batch / step, step * 1e3, batch_modes[mode].c_str(), all / 1e6,
         all / (roof.read_gbps * 1e9) * 1e3, o.runs);
   }
+  if (o.profile) {
+    std::printf("\nwhere the time goes (--profile; the timers add a clock read per phase):\n");
+    PrintPhases("prefill", prefill_phases, roof.read_gbps);
+    PrintPhases("decode (batch 1)", decode_phases, roof.read_gbps);
+  }
   if (comm.size() > 1)
     std::printf(
         "rank 0 (bytes above are its shard): time in collectives: prefill %.0f%%, decode %.0f%%\n",
@@ -266,6 +321,10 @@ CommandRegistration reg{
              "llama-batched-bench feeds them: every sequence routes to the same experts), or both")
           ->check(CLI::IsMember({"distinct", "same", "both"}))
           ->capture_default_str();
+      sub.add_flag("--profile", o->profile,
+                   "Also print where prefill and decode steps spend their time: each phase "
+                   "(projections, attention, router, experts, LM head) in ms per step, and the "
+                   "bandwidth of those that read weights");
       return [o, serve_opts, serve] {
         if (serve->parsed()) return client::RunServeBenchmark(*serve_opts);
         if (o->model.model_dir.empty()) Fail("bench needs --model (or the `serve` subcommand)");

@@ -38,7 +38,9 @@ class ModelSession {
   ThreadPool& pool() { return *pool_; }
   kernels::KernelContext& kernels() { return *kernels_; }
   dist::Communicator& comm() { return *comm_; }
-  model::RunContext context() { return {kernels_.get(), comm_.get()}; }
+  // Phase timings of this rank's steps, off until a command enables them (bench --profile).
+  model::StepProfile& profile() { return profile_; }
+  model::RunContext context() { return {kernels_.get(), comm_.get(), &profile_}; }
 
  private:
   ModelSession() = default;
@@ -47,6 +49,7 @@ class ModelSession {
   std::unique_ptr<dist::Communicator> comm_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<kernels::KernelContext> kernels_;  // the ISA resolved once, for every step
+  model::StepProfile profile_;
   std::unique_ptr<model::Model> model_;
   bool is_worker_ = false;
 };

@@ -8,6 +8,7 @@
 #include "kernels/context.h"
 #include "model/batch.h"
 #include "model/model_config.h"
+#include "model/step_profile.h"
 
 namespace moeserve::model {
 
@@ -16,6 +17,7 @@ namespace moeserve::model {
 struct RunContext {
   kernels::KernelContext* kernels = nullptr;
   dist::Communicator* comm = nullptr;
+  StepProfile* profile = nullptr;  // null: steps are not timed by phase
 };
 
 class Model {

@@ -1,6 +1,7 @@
 #include "model/blocks/attention_block.h"
 
 #include <cmath>
+#include <optional>
 
 #include "core/check.h"
 #include "kernels/attention.h"
@@ -121,7 +122,12 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
   kernels::KernelContext& kc = *ctx.kernels;
   const kernels::MatMulOutput qkv[] = {
       {&wq_, q.data(), qw}, {&wk_, k.data(), kw}, {&wv_, v.data(), kw}};
-  kernels::MatMulSharedX(x, h, t, qkv, kc);
+  {
+    const PhaseTimer timer(ctx.profile, Phase::kQkvProjection,
+                           BytesOf(wq_) + BytesOf(wk_) + BytesOf(wv_));
+    kernels::MatMulSharedX(x, h, t, qkv, kc);
+  }
+  std::optional<PhaseTimer> norm_rope(std::in_place, ctx.profile, Phase::kQkNormRope);
   if (config_.qk_norm != QkNorm::kNone) NormalizeQk(q.data(), k.data(), t, ctx);
   kernels::RopeNeox(q.data(), qw, t, local_heads_, d, config_.rotary_dim, positions.data(),
                     config_.rope_theta);
@@ -155,8 +161,15 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
   }
   const kernels::AttentionShape shape{local_heads_, local_kv_heads_, d, kv.block_size(),
                                       1.0f / std::sqrt(static_cast<float>(d))};
-  kernels::Attention(q.data(), qw, seqs, shape, attn.data(), qw, kc);
-  kernels::MatMul(attn.data(), qw, t, wo_, out, h, kc);
+  norm_rope.reset();
+  {
+    const PhaseTimer timer(ctx.profile, Phase::kAttention);
+    kernels::Attention(q.data(), qw, seqs, shape, attn.data(), qw, kc);
+  }
+  {
+    const PhaseTimer timer(ctx.profile, Phase::kOutProjection, BytesOf(wo_));
+    kernels::MatMul(attn.data(), qw, t, wo_, out, h, kc);
+  }
   ctx.comm->AllReduceSum(out, t * h);
 }
 

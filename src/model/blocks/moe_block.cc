@@ -1,6 +1,7 @@
 #include "model/blocks/moe_block.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/check.h"
 #include "kernels/matmul.h"
@@ -43,6 +44,18 @@ size_t MoeBlock::DecodeBytes() const {
   return per_expert * config_.num_experts_per_token + gate_.size() * sizeof(float);
 }
 
+size_t MoeBlock::TouchedExpertBytes(const std::vector<int32_t>& topk_idx) const {
+  std::vector<bool> seen(experts_.size(), false);
+  size_t bytes = 0;
+  for (int32_t i : topk_idx) {
+    const kernels::ExpertWeights& w = experts_[i];
+    if (seen[i] || w.w1.empty()) continue;
+    seen[i] = true;
+    bytes += BytesOf(w.w1) + BytesOf(w.w3) + BytesOf(w.w2);
+  }
+  return bytes;
+}
+
 void MoeBlock::Forward(const float* x, size_t t, float* out, StepScratch& scratch,
                        const RunContext& ctx) {
   const size_t h = config_.hidden_size, e = config_.num_experts, k = config_.num_experts_per_token;
@@ -51,6 +64,8 @@ void MoeBlock::Forward(const float* x, size_t t, float* out, StepScratch& scratc
   logits.resize(t * e);
   topk_idx.resize(t * k);
   topk_weights.resize(t * k);
+  std::optional<PhaseTimer> router(std::in_place, ctx.profile, Phase::kRouter,
+                                   gate_.size() * sizeof(float));
   kernels::MatMul(x, h, t, kernels::F32Matrix(gate_.data(), e, h), logits.data(), e, *ctx.kernels);
   switch (config_.routing) {
     case Routing::kSigmoidWithBias:
@@ -63,11 +78,15 @@ void MoeBlock::Forward(const float* x, size_t t, float* out, StepScratch& scratc
                                 topk_weights.data());
       break;
   }
+  router.reset();
   // Accumulate into zeros: under expert parallelism a token may route to no local expert.
   std::fill(out, out + t * h, 0.0f);
-  kernels::MoeExperts(x, h, t, topk_idx.data(), topk_weights.data(), k, experts_, out, h,
-                      *ctx.kernels,
-                      /*accumulate=*/true);
+  {
+    const PhaseTimer timer(ctx.profile, Phase::kExperts,
+                           ctx.profile && ctx.profile->enabled ? TouchedExpertBytes(topk_idx) : 0);
+    kernels::MoeExperts(x, h, t, topk_idx.data(), topk_weights.data(), k, experts_, out, h,
+                        *ctx.kernels, /*accumulate=*/true);
+  }
   ctx.comm->AllReduceSum(out, t * h);
 }
 

@@ -1,0 +1,64 @@
+// Where a forward step's time goes (`moeserve bench --profile`): seconds and weight bytes read per
+// phase of the step, summed over the steps since Reset. The blocks time their phases through the
+// RunContext's profile; with none, or with it disabled, a phase costs one branch.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+namespace moeserve::model {
+
+enum class Phase : uint8_t {
+  kQkvProjection,  // q, k, v projections (one MatMulSharedX)
+  kQkNormRope,     // q/k norm, RoPE, the K/V cache write and the block-table views
+  kAttention,      // the attention kernel over the paged cache
+  kOutProjection,  // o_proj
+  kRouter,         // router logits and top-k
+  kExperts,        // the routed experts (MoeExperts)
+  kLmHead,         // final norm of the logits rows and the LM head
+};
+inline constexpr size_t kPhases = 7;
+
+inline const char* PhaseName(Phase p) {
+  constexpr const char* kNames[kPhases] = {"qkv projection", "q/k norm, rope, kv write",
+                                           "attention",      "o projection",
+                                           "router",         "experts",
+                                           "lm head"};
+  return kNames[static_cast<size_t>(p)];
+}
+
+struct StepProfile {
+  bool enabled = false;
+  double seconds[kPhases] = {};
+  double bytes[kPhases] = {};  // weight bytes the phase read (each matrix once per step)
+
+  void Reset() {
+    for (size_t i = 0; i < kPhases; ++i) seconds[i] = bytes[i] = 0;
+  }
+};
+
+// Adds the time from construction to destruction (and `bytes`) to the profile's phase.
+class PhaseTimer {
+ public:
+  PhaseTimer(StepProfile* profile, Phase phase, size_t bytes = 0)
+      : profile_(profile && profile->enabled ? profile : nullptr), phase_(phase) {
+    if (!profile_) return;
+    profile_->bytes[static_cast<size_t>(phase)] += static_cast<double>(bytes);
+    start_ = std::chrono::steady_clock::now();
+  }
+  ~PhaseTimer() {
+    if (profile_)
+      profile_->seconds[static_cast<size_t>(phase_)] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+ private:
+  StepProfile* profile_;
+  Phase phase_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+}  // namespace moeserve::model
