@@ -22,7 +22,10 @@
 // every response what its kind expects (well-formed errors included); no request unanswered.
 // Self-tests of the checks: --kill-server-at S (SIGKILL the server at S s: must fail),
 // --inflight-at-check (a request is running when KV blocks are read: must fail).
-import { spawn } from 'node:child_process';
+// --idle-hook CMD: a shell command run at each idle point (warm-up pause, baseline, checks, end)
+// after the idle RSS is read and before traffic resumes, with SOAK_PID, SOAK_T (s) and SOAK_LABEL
+// in its environment (e.g. bench/soak/heap_dump.sh: smaps_rollup and malloc_info of the server).
+import { execSync, spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -41,6 +44,7 @@ const opt = {
   seed: 1, sampleEvery: 5, warmupFrac: 0.1, maxRssDriftPct: 5, maxRequestBytes: 1 << 20,
   maxModelLen: 1024, kvCacheMemory: 16 << 20, serveFlags: '', requestTimeout: 120,
   killServerAt: 0, idleChecks: 10, kinds: '', largeBytes: 0, inflightAtCheck: false, hardTimeout: 0,
+  idleHook: '',
 };
 for (let i = 2; i < process.argv.length; ++i) {
   const a = process.argv[i];
@@ -575,6 +579,14 @@ async function idleRss() {
   return xs.sort((a, b) => a - b)[2];
 }
 
+function idleHook(label) {
+  if (!opt.idleHook || !server.pid) return;
+  try {
+    execSync(opt.idleHook, { stdio: 'inherit', timeout: 60_000,
+      env: { ...process.env, SOAK_PID: String(server.pid), SOAK_T: String(Math.round(elapsed())), SOAK_LABEL: label, SOAK_OUT: opt.out } });
+  } catch (e) { log(`idle hook failed: ${e.message}`); }
+}
+
 // ---- main ----
 if (!opt.out) opt.out = fs.mkdtempSync('/tmp/moeserve-soak-');
 fs.mkdirSync(opt.out, { recursive: true });
@@ -624,6 +636,7 @@ const workers = Array.from({ length: opt.concurrency }, () => worker());
 // further --idle-checks'th of the run, so the RSS curve shows a plateau or a trend.
 const warmupS = opt.duration * opt.warmupFrac;
 const idleChecks = [];   // {t, rssKb, kvUsed}
+let idlePoints = 0;      // for --idle-hook's labels: 00 is the warm-up pause, 01 the baseline
 async function pauseAndMeasure() {
   let release;
   paused = new Promise((r) => { release = r; });
@@ -631,6 +644,7 @@ async function pauseAndMeasure() {
   const m = crashed ? null : await waitIdle(60);
   const c = { t: Math.round(elapsed()), rssKb: server.pid ? await idleRss() : NaN, kvUsed: m?.kvUsed, running: m?.running, waiting: m?.waiting };
   idleChecks.push(c);
+  idleHook(`idle-${String(idlePoints++).padStart(2, '0')}`);
   if (m && m.kvUsed !== 0) fail(`KV blocks in use at the idle check at ${c.t} s: ${m.kvUsed}`);
   paused = null;
   release();
@@ -676,6 +690,7 @@ if (opt.inflightAtCheck && !crashed) {
   ctl.abort();
 }
 const endRss = server.pid && !crashed ? await idleRss() : NaN;
+if (!crashed) idleHook('end');
 sampling_ = false;
 await sampler;
 
