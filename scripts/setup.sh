@@ -13,6 +13,7 @@ PACKAGES=(
   build-essential cmake pkg-config git curl
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcpp-httplib-dev libboost-dev libcli11-dev libpcre2-dev libicu-dev
+  libjemalloc-dev  # the moeserve executable's malloc (MOESERVE_MALLOC in CMakeLists.txt)
   libopenmpi-dev openmpi-bin
   python3 python3-torch python3-numpy
   clang libclang-rt-14-dev clang-format ccache

@@ -22,7 +22,10 @@
 // every response what its kind expects (well-formed errors included); no request unanswered.
 // Self-tests of the checks: --kill-server-at S (SIGKILL the server at S s: must fail),
 // --inflight-at-check (a request is running when KV blocks are read: must fail).
-import { spawn } from 'node:child_process';
+// --idle-hook CMD: a shell command run at each idle point (warm-up pause, baseline, checks, end)
+// after the idle RSS is read and before traffic resumes, with SOAK_PID, SOAK_T (s) and SOAK_LABEL
+// in its environment (e.g. bench/soak/heap_dump.sh: smaps_rollup and malloc_info of the server).
+import { execSync, spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -41,6 +44,7 @@ const opt = {
   seed: 1, sampleEvery: 5, warmupFrac: 0.1, maxRssDriftPct: 5, maxRequestBytes: 1 << 20,
   maxModelLen: 1024, kvCacheMemory: 16 << 20, serveFlags: '', requestTimeout: 120,
   killServerAt: 0, idleChecks: 10, kinds: '', largeBytes: 0, inflightAtCheck: false, hardTimeout: 0,
+  idleHook: '',
 };
 for (let i = 2; i < process.argv.length; ++i) {
   const a = process.argv[i];
@@ -289,8 +293,9 @@ async function completionOnce(stream) {
 }
 
 // A stream cancelled after a few chunks (the SDK aborts the fetch: the server sees the connection close).
-async function cancelStream() {
+async function cancelStream(st = {}) {
   const ctl = new AbortController();
+  st.phase = 'create';
   const after = randInt(0, 6);
   const chat = rand() < 0.5;
   const body = { model: MODEL_ID, max_tokens: randInt(50, 400), ignore_eos: true, stream: true, n: rand() < 0.3 ? 2 : 1 };
@@ -298,11 +303,23 @@ async function cancelStream() {
     ? await api().chat.completions.create({ ...body, messages: [{ role: 'user', content: text(randInt(1, 40)) }] }, { signal: ctl.signal })
     : await api().completions.create({ ...body, prompt: text(randInt(1, 40)) }, { signal: ctl.signal });
   let k = 0;
+  st.phase = 'headers';
   try {
     for await (const chunk of s) {
       void chunk;
-      if (++k > after) { ctl.abort(); }
+      st.phase = `chunk ${k + 1}, abort after ${after}`;
+      // Abort, then stop reading: the SDK yields the chunks it has buffered without looking at
+      // the signal, and a read of the body after the abort can hang for good (Node 20's fetch:
+      // 2 of ~20 runs at seed 1 hung one request 120 s, "aborted after chunk 53"); `break` cancels
+      // the body (the SDK aborts its request when the loop ends early). The server sees the same
+      // disconnect either way.
+      if (++k > after) {
+        ctl.abort();
+        st.phase = `aborted after chunk ${k}`;
+        break;
+      }
     }
+    st.phase = `ended after ${k}`;
   } catch (e) {
     if (ctl.signal.aborted) return 'cancelled';
     throw e;
@@ -544,9 +561,10 @@ async function worker() {
     // Each request is bounded: the SDK / fetch calls get --request-timeout from their own options
     // or from this race, so a hung request is counted, never waited for forever.
     let timer;
-    const timeout = new Promise((_, reject) => { timer = setTimeout(() => reject(new Unexpected(`no answer within ${opt.requestTimeout} s`)), opt.requestTimeout * 1000 + 5000); });
+    const st = { phase: '' };
+    const timeout = new Promise((_, reject) => { timer = setTimeout(() => reject(new Unexpected(`no answer within ${opt.requestTimeout} s${st.phase ? ` (${st.phase})` : ''}`)), opt.requestTimeout * 1000 + 5000); });
     try {
-      const outcome = await Promise.race([fn(), timeout]);
+      const outcome = await Promise.race([fn(st), timeout]);
       count(kind, outcome ?? 'ok');
     } catch (e) {
       const msg = e instanceof Unexpected ? e.message : `${e.constructor?.name}: ${e.status ?? ''} ${e.message}`.slice(0, 300);
@@ -573,6 +591,14 @@ async function idleRss() {
   const xs = [];
   for (let i = 0; i < 5; ++i) { xs.push(rssKb(server.pid)); await sleep(200); }
   return xs.sort((a, b) => a - b)[2];
+}
+
+function idleHook(label) {
+  if (!opt.idleHook || !server.pid) return;
+  try {
+    execSync(opt.idleHook, { stdio: 'inherit', timeout: 60_000,
+      env: { ...process.env, SOAK_PID: String(server.pid), SOAK_T: String(Math.round(elapsed())), SOAK_LABEL: label, SOAK_OUT: opt.out } });
+  } catch (e) { log(`idle hook failed: ${e.message}`); }
 }
 
 // ---- main ----
@@ -624,6 +650,7 @@ const workers = Array.from({ length: opt.concurrency }, () => worker());
 // further --idle-checks'th of the run, so the RSS curve shows a plateau or a trend.
 const warmupS = opt.duration * opt.warmupFrac;
 const idleChecks = [];   // {t, rssKb, kvUsed}
+let idlePoints = 0;      // for --idle-hook's labels: 00 is the warm-up pause, 01 the baseline
 async function pauseAndMeasure() {
   let release;
   paused = new Promise((r) => { release = r; });
@@ -631,6 +658,7 @@ async function pauseAndMeasure() {
   const m = crashed ? null : await waitIdle(60);
   const c = { t: Math.round(elapsed()), rssKb: server.pid ? await idleRss() : NaN, kvUsed: m?.kvUsed, running: m?.running, waiting: m?.waiting };
   idleChecks.push(c);
+  idleHook(`idle-${String(idlePoints++).padStart(2, '0')}`);
   if (m && m.kvUsed !== 0) fail(`KV blocks in use at the idle check at ${c.t} s: ${m.kvUsed}`);
   paused = null;
   release();
@@ -676,6 +704,7 @@ if (opt.inflightAtCheck && !crashed) {
   ctl.abort();
 }
 const endRss = server.pid && !crashed ? await idleRss() : NaN;
+if (!crashed) idleHook('end');
 sampling_ = false;
 await sampler;
 

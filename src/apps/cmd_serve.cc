@@ -210,6 +210,7 @@ int RunServe(ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);  // a client that hangs up must not kill the server
   server::ConfigureMallocForServing();
+  LogInfo("malloc: ", server::AllocatorName());
 
   if (!o.model_tag.empty()) {
     if (o.model_flag->count() > 0 && o.model.model_dir != o.model_tag)

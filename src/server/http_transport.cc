@@ -126,7 +126,8 @@ struct HttpTransport::Impl {
       : limits(l),
         router(std::move(r)),
         error(std::move(e)),
-        pool(std::max<size_t>(limits.worker_threads, 1), kMinWorkerThreads, kWorkerIdleExit) {}
+        pool(std::max<size_t>(limits.worker_threads, 1), kMinWorkerThreads, kWorkerIdleExit,
+             ReleaseThreadCache) {}
 
   awaitable<void> Accept();
   awaitable<void> Serve(std::shared_ptr<Conn> c);

@@ -15,6 +15,13 @@
 //    rendering) resident. (The pool no longer rotates over all of them: worker_pool.h.)
 //  - IdleTrim: when the last request ends, malloc_trim on a worker thread, so that the free
 //    pages of every arena go back while the server idles.
+// The moeserve executable is linked with jemalloc by default (MOESERVE_MALLOC in CMakeLists.txt;
+// AllocatorName says which one runs). Then the same calls purge jemalloc's arenas instead of
+// trimming glibc's, and ConfigureMallocForServing turns on its background purging. Why: the soak's
+// remaining idle RSS creep with glibc was per-thread memory malloc counts as in use (the tcache of
+// each handler thread, ~55 KB each, growing as threads meet larger requests), which no glibc call
+// returns; jemalloc's thread caches can be flushed (ReleaseThreadCache) and its freed pages decay
+// back to the system on their own (README "Soak").
 #pragma once
 
 #include <atomic>
@@ -25,12 +32,16 @@
 namespace moeserve::server {
 
 inline constexpr int kMallocArenas = 4;
+// jemalloc (when linked): pages freed this long ago go back to the system, by a background thread.
+inline constexpr int kJemallocDecayMs = 1000;
 // 64 KiB, not 1 MiB: the soak benchmark's bodies of 0.5-1 MiB (under a 1 MiB threshold, so never
 // trimmed) kept +35 MB of idle RSS after 20 s (bench/soak/trim_gap.sh). A trim costs well under
 // a millisecond against the work of a body that size.
 inline constexpr size_t kLargeRequestBytes = 64u << 10;
 
 void ConfigureMallocForServing();
+// The allocator behind malloc in this process: "jemalloc" or "glibc malloc".
+const char* AllocatorName();
 
 // Scoped: declare it first in a handler so it runs after every other local is destroyed.
 class ReleaseAfterLargeRequest {
@@ -43,6 +54,12 @@ class ReleaseAfterLargeRequest {
  private:
   bool large_;
 };
+
+// The calling thread's cache of freed blocks goes back to the shared arenas, where the purges
+// above can return it (jemalloc's thread.tcache.flush; nothing with glibc, whose tcache has no
+// such call). For a pool thread about to idle (WorkerPool's on_idle): jemalloc's caches of the
+// soak's ~45 idle handler threads held 10-13 MB.
+void ReleaseThreadCache();
 
 // Hands back the calling thread's stack pages more than kStackKeepBytes below the current frame
 // (MADV_DONTNEED: the next deeper call gets fresh zero pages). For threads created with

@@ -11,10 +11,12 @@ struct WorkerPool::Worker {
   std::function<void()> job;  // handed over by Post while the worker is idle
 };
 
-WorkerPool::WorkerPool(size_t max_threads, size_t min_threads, std::chrono::milliseconds idle_exit)
+WorkerPool::WorkerPool(size_t max_threads, size_t min_threads, std::chrono::milliseconds idle_exit,
+                       std::function<void()> on_idle)
     : max_threads_(std::max<size_t>(max_threads, 1)),
       min_threads_(std::min(min_threads, std::max<size_t>(max_threads, 1))),
-      idle_exit_(idle_exit) {}
+      idle_exit_(idle_exit),
+      on_idle_(std::move(on_idle)) {}
 
 WorkerPool::~WorkerPool() {
   Join();
@@ -85,6 +87,12 @@ void WorkerPool::Loop(Worker* self) {
     job();
     job = nullptr;  // the job's captures are destroyed on this thread, outside the lock
     lock.lock();
+    if (on_idle_ && queue_.empty()) {
+      // A job posted meanwhile waits in queue_ (this thread is not in idle_), taken next.
+      lock.unlock();
+      on_idle_();
+      lock.lock();
+    }
   }
 }
 

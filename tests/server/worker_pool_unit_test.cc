@@ -114,6 +114,38 @@ TEST(WorkerPool, IdleThreadsEndDownToMin) {
   EXPECT_EQ(pool.threads_started(), 6u);
 }
 
+// on_idle runs on the thread that ran the job, once the queue is empty (the server flushes that
+// thread's malloc cache there); not between queued jobs.
+TEST(WorkerPool, OnIdleRunsOnTheWorkerWhenNoJobIsQueued) {
+  std::mutex mu;
+  std::vector<std::thread::id> idle_on;
+  WorkerPool pool(1, 0, 10s, [&] {
+    std::lock_guard lock(mu);
+    idle_on.push_back(std::this_thread::get_id());
+  });
+  const std::thread::id ran = RunOne(pool);
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard lock(mu);
+    return idle_on.size() == 1;
+  }));
+  EXPECT_EQ(idle_on[0], ran);
+  // One thread, three jobs queued behind a blocked one: on_idle once, after the last.
+  Gate gate;
+  pool.Post(gate.Job());
+  ASSERT_TRUE(Eventually([&] { return gate.running == 1; }));
+  std::atomic<int> done{0};
+  for (int i = 0; i < 3; ++i) pool.Post([&] { ++done; });
+  gate.Open();
+  ASSERT_TRUE(Eventually([&] { return done == 3; }));
+  ASSERT_TRUE(Eventually([&] {
+    std::lock_guard lock(mu);
+    return idle_on.size() == 2;
+  }));
+  std::this_thread::sleep_for(20ms);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(idle_on.size(), 2u);
+}
+
 TEST(WorkerPool, JoinRunsQueuedJobsAndEndsEveryThread) {
   std::atomic<int> done{0};
   {
