@@ -55,8 +55,7 @@ struct PhaseTotals {
 void PrintPhases(const char* title, const PhaseTotals& t, double read_gbps) {
   if (t.steps == 0) return;
   const double per_step = t.step_seconds / static_cast<double>(t.steps);
-  std::printf("%s: %.3f ms per step, mean of %zu steps (rank 0)\n", title, per_step * 1e3,
-              t.steps);
+  std::printf("%s: %.3f ms per step, mean of %zu steps (rank 0)\n", title, per_step * 1e3, t.steps);
   double phases = 0;
   for (size_t i = 0; i < model::kPhases; ++i) {
     const double s = t.sum.seconds[i] / static_cast<double>(t.steps);

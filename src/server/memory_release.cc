@@ -18,7 +18,9 @@ extern "C" int mallctl(const char* name, void* oldp, size_t* oldlenp, void* newp
 namespace moeserve::server {
 namespace {
 
-bool HaveJemalloc() { return mallctl != nullptr; }
+bool HaveJemalloc() {
+  return mallctl != nullptr;
+}
 
 // jemalloc.h's MALLCTL_ARENAS_ALL (4096): "arena.<i>.*" applies to every arena.
 constexpr const char* kJemallocPurgeAll = "arena.4096.purge";
@@ -42,7 +44,9 @@ void ReleaseThreadCache() {
   if (HaveJemalloc()) mallctl("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
 }
 
-const char* AllocatorName() { return HaveJemalloc() ? "jemalloc" : "glibc malloc"; }
+const char* AllocatorName() {
+  return HaveJemalloc() ? "jemalloc" : "glibc malloc";
+}
 
 void ConfigureMallocForServing() {
   if (HaveJemalloc()) {
