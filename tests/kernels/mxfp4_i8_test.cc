@@ -255,7 +255,7 @@ std::vector<Mxfp4I8Kernel> AvailableKernels() {
 // pass of each size up to 16, then passes of nearly equal size).
 void ExpectKernelMatchesReferenceOnOddShapes(Mxfp4I8Kernel kernel, std::mt19937& rng) {
   for (size_t k : {32, 64, 96, 3072})
-    for (size_t rows : {8, 13, 24, 40}) {
+    for (size_t rows : {8, 13, 24, 40, 77}) {  // 40, 77: decode's 32-row passes and a tail
       const Mxfp4 src = RandomMxfp4(rows, k, 0, k, rng, {0, 1, 126, 127, 128, 254});
       const Repacked p = Repack(src.view);
       for (size_t m : {1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 31, 33}) {
@@ -298,7 +298,7 @@ TEST(Mxfp4I8MatMul, SubViewEqualsRowsOfWholeMatrix) {
 
 TEST(Mxfp4I8MatMul, NanScaleMakesExactlyItsRowNan) {
   std::mt19937 rng(33);
-  const size_t rows = 13, k = 128, m = 6;
+  const size_t rows = 45, k = 128, m = 6;  // row 11 in a 32-row decode pass (m = 1 below)
   Mxfp4 src = RandomMxfp4(rows, k, 0, k, rng, {0, 1, 254});
   src.scales[11 * (k / 32) + 2] = 255;  // row 11, block 2
   const Repacked p = Repack(src.view);
@@ -308,8 +308,12 @@ TEST(Mxfp4I8MatMul, NanScaleMakesExactlyItsRowNan) {
   MatMulMxfp4I8Reference(q.rows, p.view, ref.data(), rows, false);
   for (size_t t = 0; t < m; ++t)
     for (size_t r = 0; r < rows; ++r) EXPECT_EQ(std::isnan(ref[t * rows + r]), r == 11) << t << r;
-  for (Mxfp4I8Kernel kernel : AvailableKernels())
+  Q8Rows one = q.rows;
+  one.m = 1;
+  for (Mxfp4I8Kernel kernel : AvailableKernels()) {
     ExpectKernelMatchesReference(kernel, q.rows, p.view, rng);
+    ExpectKernelMatchesReference(kernel, one, p.view, rng);
+  }
 }
 
 // y of every available path (the reference always; the SIMD kernels the CPU has).
