@@ -6,6 +6,7 @@
 //   m = 1: GB/s of weight bytes read, beside a read-bandwidth probe of the same bytes run just
 //          before each kernel run (the shared host's bandwidth drifts), and the roofline's.
 //   m > 1 (16 and 512 by default): GOP/s = 2·m·rows·cols / time.
+// Then MoeExperts as a decode step runs it (8 experts of 64 per token), against the probe.
 // Figures are medians over the runs.
 //   bench_mxfp4_i8 [--runs N] [--threads N] [--m M] [--hot]
 // --hot: one copy of each weight, LLC-resident after the first run, and a slice that fits L2:
@@ -20,6 +21,7 @@
 #include "bench_timing.h"
 #include "kernels/internal.h"
 #include "kernels/matmul.h"
+#include "kernels/moe.h"
 #include "kernels/mxfp4_i8.h"
 #include "kernels/quant.h"
 #include "kernels/roofline.h"
@@ -138,6 +140,41 @@ void BenchShape(KernelContext& ctx, ReadProbe& probe, double roof_gbps, int runs
   }
 }
 
+// MoeExperts as a decode step runs it: one token, top-8 of 64 experts with the M2.1 expert shapes
+// (64 x 7.5 MB, so every step's experts come from DRAM), beside the read probe of the same bytes
+// run just before each step.
+void BenchMoeDecode(KernelContext& ctx, ReadProbe& probe, int runs, const Weights& up,
+                    const Weights& down, const std::vector<float>& x, std::vector<float>& y) {
+  constexpr size_t kExperts = kCopies, kTopK = 8;
+  std::vector<ExpertWeights> experts(kExperts);
+  for (size_t e = 0; e < kExperts; ++e)
+    experts[e] = {up.i8[e], up.i8[(e + kExperts / 2) % kExperts], down.i8[e]};
+  const size_t hidden = up.i8[0].cols;
+  const double bytes = kTopK * (2.0 * up.bytes + down.bytes);
+  std::vector<int32_t> idx(kTopK);
+  const std::vector<float> weights(kTopK, 1.0f / kTopK);
+  std::vector<double> t_moe, ratio;
+  for (int r = -1; r < 4 * runs; ++r) {
+    for (size_t j = 0; j < kTopK; ++j)
+      idx[j] = static_cast<int32_t>(((r + 1) * kTopK + j) % kExperts);
+    const double p = probe.Seconds(static_cast<size_t>(bytes));
+    const double t0 = Now();
+    MoeExperts(x.data(), hidden, 1, idx.data(), weights.data(), kTopK, experts, y.data(), hidden,
+               ctx);
+    const double t = Now() - t0;
+    if (r < 0) continue;
+    t_moe.push_back(t);
+    ratio.push_back(p / t);
+  }
+  const double tm = Median(t_moe);
+  std::printf(
+      "  MoeExperts decode (1 token, top-%zu of %zu, w1/w3 [%zu,%zu], w2 [%zu,%zu]) %7.1f us "
+      "%5.1f GB/s (best %5.1f), median per-run ratio to the read probe %3.0f%%\n",
+      kTopK, kExperts, up.i8[0].rows, hidden, down.i8[0].rows, down.i8[0].cols, tm * 1e6,
+      bytes / tm / 1e9, bytes / *std::min_element(t_moe.begin(), t_moe.end()) / 1e9,
+      100 * Median(ratio));
+}
+
 }  // namespace
 
 int Main(int argc, char** argv) {
@@ -174,6 +211,8 @@ int Main(int argc, char** argv) {
   // stream from the LLC, whose bandwidth can bound them before the kernel's arithmetic does.
   if (g_hot) shapes.push_back({"L2 slice", 256, 3072});
   for (const Shape& s : shapes) BenchShape(ctx, probe, roof.read_gbps, runs, s, x, y);
+  if (!g_hot && (g_only_m == 0 || g_only_m == 1))
+    BenchMoeDecode(ctx, probe, runs, MakeWeights(1536, 3072), MakeWeights(3072, 1536), x, y);
   return 0;
 }
 
