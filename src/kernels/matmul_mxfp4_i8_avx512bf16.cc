@@ -226,26 +226,31 @@ void PairTokens(const GroupPair& w, size_t blocks, TokenBlock x, ExponentWindow 
   }
 }
 
-// Decode (one token), the full group pairs two at a time: 32 rows per pass over the blocks, four
-// streams. Per row the arithmetic is BlockDot<1, false>'s (the reference's multiply), so a row's
-// y is the same bits whichever path computes it.
+// Decode (T = 1-4 tokens: one sequence's step, or the few tokens a batch routes to one expert),
+// the full group pairs two at a time: 32 rows per pass over the blocks, four streams. Per token
+// and row the arithmetic is BlockDot<T, false>'s (the reference's multiply), so y is the same bits
+// whichever path computes it.
 //
-// Why a path of its own: PairTile<1> streamed 18-22 GB/s from DRAM where a plain read of the same
-// bytes gets ~55 (Zen 5, 2 threads, decode's pattern of 16 expert matrices per thread; A/B
-// interleaved call by call). Here (same measurement: 39-41 GB/s, 1.8-1.9x)
+// Why a path of its own: at one token PairTile<1> streamed 18-22 GB/s from DRAM where a plain read
+// of the same bytes gets ~55 (Zen 5, 2 threads, decode's pattern of 16 expert matrices per thread;
+// A/B interleaved call by call). Here (same measurement: 39-41 GB/s, 1.8-1.9x)
 //  - each of the four groups is prefetched as a stream of its own, kStreamAhead bytes on, and
 //    past its end the same group of the next quad (PairTile's one linear address per pair falls
 //    behind when four groups advance at once); 2-12 KiB ahead measured the same, none 0.73x;
 //  - the next quad's scales are requested when a quad starts (+10-14%): 8 bytes per block and
 //    group are too sparse a stream for the hardware prefetcher to run ahead of;
-//  - the token's 8 activation broadcasts and block constants are loaded once for both pairs, and
+//  - a token's 8 activation broadcasts and block constants are loaded once for both pairs, and
 //    no test of a lone last group remains in the loop (LLC-resident: 1.25x the compute rate).
+// Both pairs' decoded codes (16 registers) serve every token, so T stops at 4.
 // (vpermb for the nibble lookup, AVX512_VBMI, measured +1-2%: not worth requiring it.)
 constexpr size_t kStreamAhead = 4096;
 
-void PairStream1(const GroupPair& w0, const GroupPair& w1, size_t blocks, const TokenBlock& x,
-                 float* y, bool accumulate) {
-  __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+template <int T>
+void PairStream(const GroupPair& w0, const GroupPair& w1, size_t blocks, const TokenBlock& x,
+                float* y, size_t ldy, bool accumulate) {
+  __m512 acc0[T], acc1[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc0[t] = acc1[t] = _mm512_setzero_ps();
   const size_t group_bytes = blocks * kBlockCodeBytes, scale_bytes = blocks * kGroupRows;
   for (int g = 4; g < 8; ++g) {  // the next quad's scales (harmless past the matrix's end)
     const char* s = reinterpret_cast<const char*>(w0.scales) + g * w0.scale_stride;
@@ -262,35 +267,50 @@ void PairStream1(const GroupPair& w0, const GroupPair& w1, size_t blocks, const 
         _mm_prefetch(c + 64, _MM_HINT_T1);
       }
     }
-    const int8_t* q = x.q + b * kBlock;
-    __m512i xb[8];
-#pragma GCC unroll 8
-    for (int c = 0; c < 8; ++c) xb[c] = Broadcast4(q + 4 * c);
-    const __m512i offset = _mm512_set1_epi32(x.c[b]);
-    const __m512 h = _mm512_set1_ps(x.h[b]);
-    const auto dot = [&](const GroupPair& w, __m512 acc) {
-      __m512i u[8];
-      w.DecodeAs<true>(b, u);
-      __m512i s0 = _mm512_dpbusd_epi32(offset, u[0], xb[0]);
-      __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], xb[1]);
+    __m512i u0[8], u1[8];
+    w0.DecodeAs<true>(b, u0);
+    w1.DecodeAs<true>(b, u1);
+    const __m512 dw0 = w0.ScalesAs<true>(b), dw1 = w1.ScalesAs<true>(b);
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const int8_t* q = x.q + t * x.ldq + b * kBlock;
+      const __m512i offset = _mm512_set1_epi32(x.c[t * x.stride + b]);
+      __m512i a0 = _mm512_dpbusd_epi32(offset, u0[0], Broadcast4(q));
+      __m512i a1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u0[1], Broadcast4(q + 4));
+      __m512i b0 = _mm512_dpbusd_epi32(offset, u1[0], Broadcast4(q));
+      __m512i b1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u1[1], Broadcast4(q + 4));
 #pragma GCC unroll 4
       for (int c = 1; c < 4; ++c) {
-        s0 = _mm512_dpbusd_epi32(s0, u[2 * c], xb[2 * c]);
-        s1 = _mm512_dpbusd_epi32(s1, u[2 * c + 1], xb[2 * c + 1]);
+        const __m512i lo = Broadcast4(q + 8 * c), hi = Broadcast4(q + 8 * c + 4);
+        a0 = _mm512_dpbusd_epi32(a0, u0[2 * c], lo);
+        a1 = _mm512_dpbusd_epi32(a1, u0[2 * c + 1], hi);
+        b0 = _mm512_dpbusd_epi32(b0, u1[2 * c], lo);
+        b1 = _mm512_dpbusd_epi32(b1, u1[2 * c + 1], hi);
       }
-      return _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)),
-                             _mm512_mul_ps(w.ScalesAs<true>(b), h), acc);
-    };
-    acc0 = dot(w0, acc0);
-    acc1 = dot(w1, acc1);
+      const __m512 h = _mm512_set1_ps(x.h[t * x.stride + b]);
+      acc0[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(a0, a1)), _mm512_mul_ps(dw0, h),
+                                acc0[t]);
+      acc1[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(b0, b1)), _mm512_mul_ps(dw1, h),
+                                acc1[t]);
+    }
   }
-  if (accumulate) {
-    acc0 = _mm512_add_ps(_mm512_loadu_ps(y), acc0);
-    acc1 = _mm512_add_ps(_mm512_loadu_ps(y + kPairRows), acc1);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) {
+    float* out = y + t * ldy;
+    if (accumulate) {
+      acc0[t] = _mm512_add_ps(_mm512_loadu_ps(out), acc0[t]);
+      acc1[t] = _mm512_add_ps(_mm512_loadu_ps(out + kPairRows), acc1[t]);
+    }
+    _mm512_storeu_ps(out, acc0[t]);
+    _mm512_storeu_ps(out + kPairRows, acc1[t]);
   }
-  _mm512_storeu_ps(y, acc0);
-  _mm512_storeu_ps(y + kPairRows, acc1);
 }
+
+using StreamFn = void (*)(const GroupPair&, const GroupPair&, size_t, const TokenBlock&, float*,
+                          size_t, bool);
+constexpr int kStreamTokens = 4;
+constexpr StreamFn kStreams[kStreamTokens + 1] = {nullptr, PairStream<1>, PairStream<2>,
+                                                  PairStream<3>, PairStream<4>};
 
 }  // namespace
 
@@ -318,14 +338,14 @@ void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy,
     const TokenBlock xt{x.q + t0 * x.ldq, x.ldq, h, hb, c, blocks};
     const ExponentWindow window = ExponentWindow::Of(hb, n * blocks);
     size_t g = 0;
-    if (n == 1) {  // decode: whole quads of groups (32 rows) by PairStream1, the rest below
+    if (n <= kStreamTokens) {  // decode: whole quads of groups (32 rows) streamed, the rest below
       for (; (g + 4) * kGroupRows <= w.rows; g += 4) {
         const GroupPair a{codes + g * w.row_stride, scales + g * w.scale_stride, w.row_stride,
                           w.scale_stride, true};
         GroupPair b = a;
         b.codes += 2 * w.row_stride;
         b.scales += 2 * w.scale_stride;
-        PairStream1(a, b, blocks, xt, y + t0 * ldy + g * kGroupRows, accumulate);
+        kStreams[n](a, b, blocks, xt, y + t0 * ldy + g * kGroupRows, ldy, accumulate);
       }
     }
     for (; g < groups; g += 2) {
