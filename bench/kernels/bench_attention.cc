@@ -22,6 +22,7 @@
 #include "kernels/quant.h"
 #include "kernels/roofline.h"
 #include "runtime/cpu_features.h"
+#include "runtime/huge_page_arena.h"
 #include "runtime/thread_pool.h"
 
 namespace moeserve::kernels {
@@ -32,10 +33,29 @@ using bench::Time;
 using bench::Timing;
 
 // A paged KV cache holding `seqs` sequences of kv_len tokens each, blocks in shuffled order, in
-// bf16 or FP8 (WriteKvRowFp8) with values uniform in [-1, 1].
+// bf16 or FP8 (WriteKvRowFp8) with values uniform in [-1, 1]. The pools are on huge pages, as the
+// engine's cache (cache/resident_memory.cc): with 4 KiB pages a kv head's rows of one block span 8
+// pages, and the TLB misses, not the kernel, set the time.
+// Bytes from a HugePageArena, with the vector calls the cache below uses.
+class HugeBytes {
+ public:
+  void resize(size_t n) {
+    data_ = arena_.Allocate(n);
+    size_ = n;
+  }
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  HugePageArena arena_;
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
 struct PagedCache {
   size_t block_bytes = 0;
-  std::vector<uint8_t> k_pool, v_pool;
+  HugeBytes k_pool, v_pool;
   std::vector<const uint8_t*> k8, v8;
   std::vector<const bf16*> k16, v16;
   std::vector<AttentionSeq> seqs16;
