@@ -188,14 +188,14 @@ inline void Scores(const float* const* q, const float* kt, size_t d, __m512* out
   __m512 acc[kRows][kChains];
   for (int r = 0; r < kRows; ++r)
     for (int c = 0; c < kChains; ++c) acc[r][c] = _mm512_setzero_ps();
-  size_t j = 0;
-  for (; j + kChains <= d; j += kChains)
+  const size_t full = d / kChains * kChains;
+  for (size_t j = 0; j < full; j += kChains)
     for (int c = 0; c < kChains; ++c) {
       const __m512 k = _mm512_load_ps(kt + (j + c) * kKeys);
       for (int r = 0; r < kRows; ++r)
         acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][j + c]), k, acc[r][c]);
     }
-  for (; j < d; ++j) {
+  for (size_t j = full; j < d; ++j) {
     const __m512 k = _mm512_load_ps(kt + j * kKeys);
     for (int r = 0; r < kRows; ++r)
       acc[r][0] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][j]), k, acc[r][0]);
@@ -283,8 +283,12 @@ void AccumulatePvN(size_t n, float* const* acc, const float* corr, const float* 
   }
 }
 
+// kD: the head dim as a compile-time constant (0: a.head_dim at run time). With it the per-key
+// loops (V widening, prefetch, transpose, scores, P.V) are straight-line code instead of loops of
+// a few instructions each with their own counters and tail masks.
+template <size_t kD>
 void FastTile(const AttentionTileArgs& a) {
-  const size_t d = a.head_dim, bs = a.block_size, group = a.group;
+  const size_t d = kD ? kD : a.head_dim, bs = a.block_size, group = a.group;
   const size_t rows = (a.q1 - a.q0) * group;
   const size_t kv_end = a.first_pos + a.q1;  // keys [0, kv_end) matter to this tile
   const size_t ldv = (d + 15) / 16 * 16;
@@ -317,6 +321,7 @@ void FastTile(const AttentionTileArgs& a) {
       const char* vr = a.k_blocks8 ? reinterpret_cast<const char*>(a.v_blocks8[blk] + at * d)
                                    : reinterpret_cast<const char*>(a.v_blocks[blk] + at * d);
       const size_t row_bytes = a.k_blocks8 ? d : 2 * d;
+#pragma GCC unroll 8
       for (size_t off = 0; off < row_bytes; off += 64) {
         _mm_prefetch(kr + off, _MM_HINT_T1);
         _mm_prefetch(vr + off, _MM_HINT_T1);
@@ -399,7 +404,8 @@ void FastTile(const AttentionTileArgs& a) {
 
 void AttentionTile(const AttentionTileArgs& args) {
   if (args.head_dim > kMaxHeadDim) return AttentionTileImpl(args);
-  FastTile(args);
+  if (args.head_dim == 128) return FastTile<128>(args);  // MiniMax-M2's and Qwen3-MoE's
+  FastTile<0>(args);
 }
 
 }  // namespace moeserve::kernels::avx512bf16
