@@ -11,15 +11,14 @@ namespace {
 
 float Dot(const float* a, const float* b, size_t n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
+  const size_t n16 = n / 16 * 16, n8 = n / 8 * 8;
+  for (size_t i = 0; i < n16; i += 16) {
     s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
     s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
   }
-  for (; i + 8 <= n; i += 8)
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  if (n8 > n16) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + n16), _mm256_loadu_ps(b + n16), s0);
   float s = HorizontalSum(_mm256_add_ps(s0, s1));
-  for (; i < n; ++i) s += a[i] * b[i];
+  for (size_t i = n8; i < n; ++i) s += a[i] * b[i];
   return s;
 }
 

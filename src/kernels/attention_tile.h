@@ -21,8 +21,11 @@ inline float MaxF(float a, float b) {
   return a > b ? a : b;
 }
 
-void AttentionTileImpl(const AttentionTileArgs& a) {
-  const size_t d = a.head_dim, bs = a.block_size, group = a.group;
+// kD: the head dim as a compile-time constant (0: a.head_dim at run time), so that the vector
+// primitives' loops over it unroll (AttentionTileImpl dispatches 128, MiniMax-M2's).
+template <size_t kD>
+void AttentionTileFor(const AttentionTileArgs& a) {
+  const size_t d = kD ? kD : a.head_dim, bs = a.block_size, group = a.group;
   const size_t rows = (a.q1 - a.q0) * group;
   const size_t kv_end = a.first_pos + a.q1;  // keys [0, kv_end) matter to this tile
   const size_t kv_stride = a.num_kv_heads * d;
@@ -84,6 +87,11 @@ void AttentionTileImpl(const AttentionTileArgs& a) {
     const float inv = 1.0f / a.sum[r];
     for (size_t j = 0; j < d; ++j) o[j] = a.acc[r * d + j] * inv;
   }
+}
+
+void AttentionTileImpl(const AttentionTileArgs& a) {
+  if (a.head_dim == 128) return AttentionTileFor<128>(a);
+  AttentionTileFor<0>(a);
 }
 
 }  // namespace
