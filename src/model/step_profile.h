@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 namespace moeserve::model {
 
@@ -38,13 +39,21 @@ struct StepProfile {
   }
 };
 
-// Adds the time from construction to destruction (and `bytes`) to the profile's phase.
+// Adds the time from construction to destruction, and the weight bytes the phase reads, to the
+// profile's phase. `bytes` is a number or a callable returning one; a callable runs only while
+// the profile is enabled, so steps that are not profiled never count bytes.
 class PhaseTimer {
  public:
-  PhaseTimer(StepProfile* profile, Phase phase, size_t bytes = 0)
+  template <typename Bytes = size_t>
+  PhaseTimer(StepProfile* profile, Phase phase, const Bytes& bytes = 0)
       : profile_(profile && profile->enabled ? profile : nullptr), phase_(phase) {
     if (!profile_) return;
-    profile_->bytes[static_cast<size_t>(phase)] += static_cast<double>(bytes);
+    size_t n;
+    if constexpr (std::is_invocable_v<const Bytes&>)
+      n = bytes();
+    else
+      n = bytes;
+    profile_->bytes[static_cast<size_t>(phase)] += static_cast<double>(n);
     start_ = std::chrono::steady_clock::now();
   }
   ~PhaseTimer() {

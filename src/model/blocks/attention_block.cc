@@ -124,7 +124,7 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
       {&wq_, q.data(), qw}, {&wk_, k.data(), kw}, {&wv_, v.data(), kw}};
   {
     const PhaseTimer timer(ctx.profile, Phase::kQkvProjection,
-                           BytesOf(wq_) + BytesOf(wk_) + BytesOf(wv_));
+                           [&] { return BytesOf(wq_) + BytesOf(wk_) + BytesOf(wv_); });
     kernels::MatMulSharedX(x, h, t, qkv, kc);
   }
   std::optional<PhaseTimer> norm_rope(std::in_place, ctx.profile, Phase::kQkNormRope);
@@ -167,7 +167,7 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
     kernels::Attention(q.data(), qw, seqs, shape, attn.data(), qw, kc);
   }
   {
-    const PhaseTimer timer(ctx.profile, Phase::kOutProjection, BytesOf(wo_));
+    const PhaseTimer timer(ctx.profile, Phase::kOutProjection, [&] { return BytesOf(wo_); });
     kernels::MatMul(attn.data(), qw, t, wo_, out, h, kc);
   }
   ctx.comm->AllReduceSum(out, t * h);

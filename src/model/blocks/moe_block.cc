@@ -83,7 +83,7 @@ void MoeBlock::Forward(const float* x, size_t t, float* out, StepScratch& scratc
   std::fill(out, out + t * h, 0.0f);
   {
     const PhaseTimer timer(ctx.profile, Phase::kExperts,
-                           ctx.profile && ctx.profile->enabled ? TouchedExpertBytes(topk_idx) : 0);
+                           [&] { return TouchedExpertBytes(topk_idx); });
     kernels::MoeExperts(x, h, t, topk_idx.data(), topk_weights.data(), k, experts_, out, h,
                         *ctx.kernels, /*accumulate=*/true);
   }
