@@ -72,7 +72,10 @@ struct GroupPair {
   // kernel has consumed about 2·b blocks' codes of one contiguous stream, and 16 KiB past that
   // point is what it reads next, across pair boundaries too (per-group addresses fell into the
   // other group, already streaming, and left the next pair unrequested).
-  void Prefetch(size_t b) const {
+  // always_inline: GCC counts prefetches as free of side effects, so at -O2 it judged the calls of
+  // this function (not inlined early) dead and removed them (none left in PairTile's -O2 code;
+  // -O3, the Release flags, inlined it first).
+  [[gnu::always_inline]] void Prefetch(size_t b) const {
     constexpr size_t kAheadBytes = 16384;
     const size_t groups = second ? 2 : 1;
     const char* c =
