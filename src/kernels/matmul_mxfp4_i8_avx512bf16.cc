@@ -235,12 +235,15 @@ void PairTokens(const GroupPair& w, size_t blocks, TokenBlock x, ExponentWindow 
 // and row the arithmetic is BlockDot<T, false>'s (the reference's multiply), so y is the same bits
 // whichever path computes it.
 //
-// Why a path of its own: at one token PairTile<1> streamed 18-22 GB/s from DRAM where a plain read
+// Why a path of its own: at one token PairTile<1> streams ~32 GB/s from DRAM where a plain read
 // of the same bytes gets ~55 (Zen 5, 2 threads, decode's pattern of 16 expert matrices per thread;
-// A/B interleaved call by call). Here (same measurement: 39-41 GB/s, 1.8-1.9x)
+// A/B interleaved call by call, -O3). Here 36-38 GB/s: 1.16-1.18x at 1 token, 1.15x at 4. (The
+// 1.8x first measured was against an -O2 build in which GCC had dropped PairTile's prefetches;
+// see GroupPair::Prefetch.)
 //  - each of the four groups is prefetched as a stream of its own, kStreamAhead bytes on, and
-//    past its end the same group of the next quad (PairTile's one linear address per pair falls
-//    behind when four groups advance at once); 2-12 KiB ahead measured the same, none 0.73x;
+//    past its end the same group of the next quad (PairTile keeps one linear address per pair;
+//    its scheme at 16 tokens measured the same as per-group streams, -O3); 2-12 KiB ahead
+//    measured the same, none 0.73x;
 //  - the next quad's scales are requested when a quad starts (+10-14%): 8 bytes per block and
 //    group are too sparse a stream for the hardware prefetcher to run ahead of;
 //  - a token's 8 activation broadcasts and block constants are loaded once for both pairs, and
