@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
     --isa) ISA=$2; shift 2 ;;
     --base) BASE=$2; shift 2 ;;
     --build) BUILD=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) ARGS+=("$1"); shift ;;
   esac
 done
@@ -52,7 +52,7 @@ printf '#define %s %s_a\n#include "%s"\n' "$ISA" "$ISA" "$OUT/base_$ISA.cc" > "$
 printf '#define %s %s_b\n#include "%s"\n' "$ISA" "$ISA" "$ROOT/$KERNEL" > "$OUT/b_$ISA.cc"
 
 # The compile command of a file in the database, re-aimed at another source and object.
-command_for() {  # db_file source object [extra flags]
+command_for() {  # file_in_db source object [extra flags]
   /usr/bin/python3 - "$DB" "$@" <<'PY'
 import json, shlex, sys
 db, want, src, obj = sys.argv[1:5]
