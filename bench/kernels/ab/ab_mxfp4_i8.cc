@@ -19,6 +19,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../bench_timing.h"
@@ -157,38 +158,31 @@ int Run(const Options& o) {
 
 int main(int argc, char** argv) {
   moeserve::kernels::Options o;
+  const std::pair<const char*, size_t*> sizes[] = {
+      {"--rows", &o.rows},       {"--cols", &o.cols},         {"--tokens", &o.tokens},
+      {"--threads", &o.threads}, {"--matrices", &o.matrices}, {"--sets", &o.sets},
+      {"--iters", &o.iters}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    const auto next = [&]() -> size_t {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return std::strtoull(argv[++i], nullptr, 10);
-    };
-    if (a == "--rows")
-      o.rows = next();
-    else if (a == "--cols")
-      o.cols = next();
-    else if (a == "--tokens")
-      o.tokens = next();
-    else if (a == "--threads")
-      o.threads = next();
-    else if (a == "--matrices")
-      o.matrices = next();
-    else if (a == "--sets")
-      o.sets = next();
-    else if (a == "--iters")
-      o.iters = next();
-    else if (a == "--whole")
+    if (a == "--whole") {
       o.whole = true;
-    else {
+      continue;
+    }
+    size_t* value = nullptr;
+    for (const auto& [name, field] : sizes)
+      if (a == name) value = field;
+    if (!value) {
       std::fprintf(stderr,
                    "usage: %s [--rows R] [--cols C (multiple of 32)] [--tokens M] [--threads N] "
                    "[--matrices P] [--sets S] [--iters I] [--whole]\n",
                    argv[0]);
       return 2;
     }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s needs a value\n", a.c_str());
+      return 2;
+    }
+    *value = std::strtoull(argv[++i], nullptr, 10);
   }
   if (o.cols % 32 || !o.rows || !o.tokens || !o.matrices || !o.sets || !o.iters || !o.threads) {
     std::fprintf(stderr, "cols must be a multiple of 32; the other sizes at least 1\n");
