@@ -5,10 +5,13 @@
 // is shared and its bandwidth drifts by 30%+ between seconds), and print the kernel's median GB/s
 // beside the probe's median and their ratio.
 //   bench_quant [--runs N] [--threads N] [--quick] [--gemv] [--hot] [--uniform-codes] [--m M]
+//               [--gemm-m M]
 // --gemv: only the GEMV rows. --hot: only the GEMV rows, on one LLC-resident weight, the probe
 // reading LLC-resident bytes too (decode throughput against the LLC's). --uniform-codes: random
 // codes instead of quantized N(0, 0.02) weights (the worst case for FP8: many subnormals). --m M:
-// only the GEMV rows with m = M (1, 2, 4 or 7).
+// only the GEMV rows with m = M (1, 2, 4 or 7). --gemm-m M: the GEMM rows with m = M tokens
+// instead of 512 (an expert of a 512-token prefill gets 512 · top-k / experts: 128 of the bench
+// checkpoint's 32 experts, 16 of the slice's 256).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -213,7 +216,7 @@ int Main(int argc, char** argv) {
   int runs = 11;
   size_t threads = 0;
   bool quick = false, gemv_only = false, hot = false;
-  size_t only_m = 0;
+  size_t only_m = 0, gemm_m = 512;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--runs") && i + 1 < argc)
       runs = std::atoi(argv[++i]);
@@ -225,6 +228,8 @@ int Main(int argc, char** argv) {
       gemv_only = true;
     else if (!std::strcmp(argv[i], "--m") && i + 1 < argc)
       only_m = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--gemm-m") && i + 1 < argc)
+      gemm_m = std::clamp<size_t>(std::atoi(argv[++i]), 1, 512);
     else if (!std::strcmp(argv[i], "--uniform-codes"))
       g_uniform_codes = true;
     else if (!std::strcmp(argv[i], "--hot"))
@@ -259,7 +264,7 @@ int Main(int argc, char** argv) {
         BenchGemv(ctx, probe, runs * 4, fmt, s, m, x.data(), y.data(), hot);
       }
     if (gemv_only) continue;
-    const size_t m = 512;
+    const size_t m = gemm_m;
     std::printf("GEMM m=%zu, %s\n", m, FormatName(fmt));
     for (const Shape& s : shapes) {
       const QWeight w = MakeWeight(fmt, s.rows, s.cols, 7);
