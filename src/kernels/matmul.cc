@@ -98,15 +98,8 @@ PreparedX PrepareRows(KernelContext& ctx, const WeightMatrix& w, const float* x,
   px.m = m;
   switch (layout) {
     case XLayout::kQ8: {
-      // One buffer: q [m, k] bytes, then d and sum [m, k / 32] each.
-      const size_t nb = k / kMxfp4I8Block, q_bytes = (m * k + 63) / 64 * 64;
-      uint8_t* base = buf.As<uint8_t>(q_bytes + 2 * m * nb * 4);
-      int8_t* q = reinterpret_cast<int8_t*>(base);
-      float* d = reinterpret_cast<float*>(base + q_bytes);
-      int32_t* sum = reinterpret_cast<int32_t*>(base + q_bytes + m * nb * 4);
-      for_rows(
-          [&](size_t i) { kern.quantize_row_q8(src(i), k, q + i * k, d + i * nb, sum + i * nb); });
-      px.q8 = {q, d, sum, k, nb, m, k};
+      px = AllocateQ8X(m, k, buf);
+      for_rows([&](size_t i) { QuantizeIntoQ8X(ctx, px, i, 0, src(i), k); });
       return px;
     }
     case XLayout::kF32: {
@@ -181,6 +174,39 @@ PreparedX PrepareRows(KernelContext& ctx, const WeightMatrix& w, const float* x,
 }
 
 }  // namespace
+
+PreparedX AllocateQ8X(size_t m, size_t k, ScratchBuffer& buf) {
+  // One buffer: q [m, k] bytes, then d and sum [m, k / 32] each.
+  const size_t nb = k / kMxfp4I8Block, q_bytes = (m * k + 63) / 64 * 64;
+  uint8_t* base = buf.As<uint8_t>(q_bytes + 2 * m * nb * 4);
+  PreparedX px;
+  px.m = m;
+  px.q8 = {reinterpret_cast<int8_t*>(base),
+           reinterpret_cast<float*>(base + q_bytes),
+           reinterpret_cast<int32_t*>(base + q_bytes + m * nb * 4),
+           k,
+           nb,
+           m,
+           k};
+  return px;
+}
+
+void QuantizeIntoQ8X(const KernelContext& ctx, const PreparedX& px, size_t row, size_t col0,
+                     const float* x, size_t n) {
+  MOESERVE_CHECK(
+      col0 % kMxfp4I8Block == 0 && n % kMxfp4I8Block == 0 && col0 + n <= px.q8.k && row < px.m,
+      "QuantizeIntoQ8X: columns [", col0, ", ", col0 + n, ") of row ", row);
+  // The buffer is the caller's scratch (AllocateQ8X); PreparedX holds it read-only for kernels.
+  const Q8Rows& q8 = px.q8;
+  const size_t b0 = col0 / kMxfp4I8Block;
+  ctx.kernels().quantize_row_q8(x, n, const_cast<int8_t*>(q8.q) + row * q8.ldq + col0,
+                                const_cast<float*>(q8.d) + row * q8.ldd + b0,
+                                const_cast<int32_t*>(q8.sum) + row * q8.ldd + b0);
+}
+
+bool TakesQ8Rows(const KernelContext& ctx, const WeightMatrix& w) {
+  return RowLayout(ctx.kernels().whole_x_layout[static_cast<size_t>(KindOf(w))]) == XLayout::kQ8;
+}
 
 PreparedX PrepareXParallel(KernelContext& ctx, const WeightMatrix& w, const float* x, size_t ldx,
                            const size_t* rows, size_t m, size_t k, ScratchBuffer& buf) {

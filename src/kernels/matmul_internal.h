@@ -24,6 +24,20 @@ void CheckWeight(const WeightMatrix& w);
 PreparedX PrepareXParallel(KernelContext& ctx, const WeightMatrix& w, const float* x, size_t ldx,
                            const size_t* rows, size_t m, size_t k, ScratchBuffer& buf);
 
+// Whether w's row ranges (MatMulRows on PreparedX::Rows) take x as int8 blocks (PreparedX::q8)
+// on the context's ISA, i.e. w is kMxfp4I8 there.
+bool TakesQ8Rows(const KernelContext& ctx, const WeightMatrix& w);
+
+// The int8-block x that PrepareXParallel makes for such a w, m rows of k columns (k % 32 == 0),
+// allocated in `buf` but not filled: for callers that quantize rows, or 32-column blocks of rows,
+// themselves (kernels().quantize_row_q8; the blocks are independent).
+PreparedX AllocateQ8X(size_t m, size_t k, ScratchBuffer& buf);
+
+// x[0, n) quantized into row `row`, columns [col0, col0 + n) of an AllocateQ8X result (col0 and n
+// multiples of 32): the same bytes as quantizing the whole row, block for block.
+void QuantizeIntoQ8X(const KernelContext& ctx, const PreparedX& px, size_t row, size_t col0,
+                     const float* x, size_t n);
+
 // y[t, n] for n in [n0, n1): any pool thread may call it with its own scratch.
 void MatMulRows(const KernelContext& ctx, const PreparedX& x, const WeightMatrix& w, size_t n0,
                 size_t n1, float* y, size_t ldy, bool accumulate, WorkerScratch& scratch);

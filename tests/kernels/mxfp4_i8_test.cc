@@ -502,5 +502,49 @@ TEST_P(Mxfp4I8MatMulEveryIsa, PublicMatMulAndMoeMatchReference) {
   }
 }
 
+// MoeExperts on int8 x runs gate, up, SiLU and w2's quantization per thread over a share of the
+// intermediate columns (32-column Q8 blocks). The result must not depend on how those columns are
+// shared: 1 thread (whole rows, as the separate runs did), 2 and 3 threads (uneven shares of an
+// intermediate size of 160 = 5 blocks) give the same bits, for decode and prefill-sized m.
+TEST_P(Mxfp4I8MatMulEveryIsa, MoeBitsDoNotDependOnTheThreadCount) {
+  std::mt19937 rng(12);
+  const size_t hidden = 64, inter = 160, experts = 4, top_k = 2;
+  std::vector<Mxfp4> raw;
+  std::vector<Repacked> packed;
+  std::vector<ExpertWeights> ew(experts);
+  for (size_t e = 0; e < experts; ++e) {
+    raw.push_back(RandomMxfp4(inter, hidden, 0, hidden, rng));
+    raw.push_back(RandomMxfp4(inter, hidden, 0, hidden, rng));
+    raw.push_back(RandomMxfp4(hidden, inter, 0, inter, rng));
+  }
+  for (const Mxfp4& r : raw) packed.push_back(Repack(r.view));
+  for (size_t e = 0; e < experts; ++e)
+    ew[e] = {packed[3 * e].view, packed[3 * e + 1].view, packed[3 * e + 2].view};
+  for (size_t m : {1, 5, 24}) {
+    std::vector<int32_t> idx(m * top_k);
+    std::vector<float> wt(m * top_k);
+    for (size_t t = 0; t < m; ++t) {
+      idx[t * top_k] = static_cast<int32_t>(t % experts);
+      idx[t * top_k + 1] = static_cast<int32_t>((3 * t + 1) % experts);
+      wt[t * top_k] = 0.7f, wt[t * top_k + 1] = 0.3f;
+    }
+    const std::vector<float> x = RandomF32(m * hidden, rng);
+    std::vector<float> first;
+    for (size_t threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      KernelContext ctx(pool, isa());
+      std::vector<float> out(m * hidden);
+      MoeExperts(x.data(), hidden, m, idx.data(), wt.data(), top_k, ew, out.data(), hidden, ctx);
+      if (first.empty()) {
+        first = out;
+        continue;
+      }
+      for (size_t i = 0; i < out.size(); ++i)
+        ASSERT_EQ(Bits(out[i]), Bits(first[i]))
+            << IsaName(isa()) << " m " << m << " threads " << threads << " i " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace moeserve::kernels
