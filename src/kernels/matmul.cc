@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 #include "core/check.h"
@@ -216,6 +217,11 @@ PreparedX PrepareXParallel(KernelContext& ctx, const WeightMatrix& w, const floa
 size_t MatMulRowGrain(const KernelContext& ctx, const WeightMatrix& w, size_t m) {
   const size_t kind = static_cast<size_t>(KindOf(w));
   return m < kGemmMinM ? ctx.kernels().row_grain_gemv[kind] : ctx.kernels().row_grain_gemm[kind];
+}
+
+size_t MatMulRowGrainForAnyM(const KernelContext& ctx, const WeightMatrix& w) {
+  const size_t kind = static_cast<size_t>(KindOf(w));
+  return std::lcm(ctx.kernels().row_grain_gemv[kind], ctx.kernels().row_grain_gemm[kind]);
 }
 
 void MatMulRows(const KernelContext& ctx, const PreparedX& x, const WeightMatrix& w, size_t n0,

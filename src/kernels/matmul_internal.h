@@ -44,5 +44,7 @@ void MatMulRows(const KernelContext& ctx, const PreparedX& x, const WeightMatrix
 
 // Row counts that row ranges should be multiples of (a GEMM panel, or a GEMV row group).
 size_t MatMulRowGrain(const KernelContext& ctx, const WeightMatrix& w, size_t m);
+// A multiple of MatMulRowGrain(ctx, w, m) for every m.
+size_t MatMulRowGrainForAnyM(const KernelContext& ctx, const WeightMatrix& w);
 
 }  // namespace moeserve::kernels

@@ -7,8 +7,10 @@
 //          expert's GEMM is split evenly whatever its token count);
 //   run 2: silu(gate) ⊙ up, rounded / packed for w2;
 //          (runs 1 and 2 are one where w2 takes int8 x: see FusedGateUp)
-//   run 3: every thread's share of every active expert's w2 rows;
-//   run 4: y[t] (+)= Σ_j weight[t, j] · out[slot(t, j)] in slot order j (deterministic).
+//   run 3: every thread's share of every active expert's w2 rows, each row times its routing
+//          weight added into y[token] at once: y[t] (+)= Σ weight · out over t's experts in
+//          expert index order (HF's index_add_ order), whatever the thread count, since a
+//          thread's share of H's columns is the same for every expert.
 #include "kernels/moe.h"
 
 #include <algorithm>
@@ -45,16 +47,16 @@ struct MoeIndex {
   size_t* count;     // [E] rows per expert
   size_t* offset;    // [E + 1] first row of each expert in the gathered matrices
   size_t* active;    // [E] experts with rows, in index order (num_active of them)
-  size_t* slot_of;   // [T * k] -> row in the gathered matrices (or SIZE_MAX)
   size_t* token_of;  // [T * k] (the first `rows`): the token of each row
+  size_t* slot_at;   // [T * k] (the first `rows`): the (token, slot) of each row, t * k + j
   size_t num_active = 0;
 
   MoeIndex(ScratchBuffer& buf, size_t num_experts, size_t slots) {
     count = buf.As<size_t>(3 * num_experts + 1 + 2 * slots);
     offset = count + num_experts;
     active = offset + num_experts + 1;
-    slot_of = active + num_experts;
-    token_of = slot_of + slots;
+    token_of = active + num_experts;
+    slot_at = token_of + slots;
   }
 };
 
@@ -217,7 +219,6 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
   const std::span<const size_t> active(ix.active, ix.num_active);
   const size_t rows = ix.offset[num_experts];
   if (rows == 0) return;
-  std::fill(ix.slot_of, ix.slot_of + num_tokens * k, SIZE_MAX);
   {
     size_t* fill = ix.count;  // reused as the per-expert fill cursor
     std::fill(fill, fill + num_experts, 0);
@@ -225,8 +226,8 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
       const size_t e = idx[i];
       if (experts[e].w1.empty()) continue;
       const size_t row = ix.offset[e] + fill[e]++;
-      ix.slot_of[i] = row;
       ix.token_of[row] = i / k;
+      ix.slot_at[row] = i;
     }
   }
   // Each routed (token, slot) row converted straight from x, on all threads.
@@ -238,28 +239,24 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
           ? FusedGateUp(ctx, px, ix, active, experts, inter, rows, sc.moe_act_x)
           : GateUpActivation(ctx, px, ix, active, experts, inter, rows, first->w2, sc);
 
-  // Run 3: down projection into down [rows, H].
-  float* down = sc.moe_down.As<float>(rows * hidden);
+  // Run 3: the down projection, added into y. Column shares in a grain common to every m, so that
+  // each column of y has one owner thread for all experts (no two threads add into one element).
+  const size_t grain = MatMulRowGrainForAnyM(ctx, first->w2);
   pool.Run([&](size_t t, size_t threads) {
+    const auto [c0, c1] = Share(hidden, grain, t, threads);
+    if (c0 >= c1) return;
     WorkerScratch& ws = ctx.worker(t);
     for (size_t e : active) {
       const size_t m = ix.offset[e + 1] - ix.offset[e];
-      const auto [b, end] = Share(hidden, MatMulRowGrain(ctx, experts[e].w2, m), t, threads);
-      if (b < end)
-        MatMulRows(ctx, pa.Rows(ix.offset[e], m), experts[e].w2, b, end,
-                   down + ix.offset[e] * hidden, hidden, false, ws);
-    }
-  });
-  // Run 4: weighted sum per token in slot order.
-  pool.ParallelFor(num_tokens, 1, [&](size_t t0, size_t t1) {
-    for (size_t t = t0; t < t1; ++t) {
-      float* yt = y + t * ldy;
-      for (size_t j = 0; j < k; ++j) {
-        const size_t row = ix.slot_of[t * k + j];
-        if (row == SIZE_MAX) continue;
-        const float w = weights[t * k + j];
-        const float* d = down + row * hidden;
-        for (size_t i = 0; i < hidden; ++i) yt[i] += w * d[i];
+      // m rows of c1 columns; MatMulRows writes columns [c0, c1) of them.
+      float* down = ws.moe_down.As<float>(m * c1);
+      MatMulRows(ctx, pa.Rows(ix.offset[e], m), experts[e].w2, c0, c1, down, c1, false, ws);
+      for (size_t i = 0; i < m; ++i) {
+        const size_t slot = ix.slot_at[ix.offset[e] + i];
+        const float w = weights[slot];
+        const float* d = down + i * c1;
+        float* yt = y + slot / k * ldy;
+        for (size_t c = c0; c < c1; ++c) yt[c] += w * d[c];
       }
     }
   });

@@ -37,10 +37,11 @@ struct WorkerScratch {
   ScratchBuffer x_row;        // one bf16-rounded x row while packing x (matmul.cc)
   ScratchBuffer attention;    // an attention tile's K, V, scores and accumulators (attention.cc)
   ScratchBuffer moe_gate_up;  // MoeExperts' fused run: one expert's gate and up columns (moe.cc)
+  ScratchBuffer moe_down;     // MoeExperts: one expert's down projection columns (moe.cc)
 
   size_t bytes() const {
     return pack.capacity() + panel.capacity() + xpack.capacity() + fp8_scales.capacity() +
-           x_row.capacity() + attention.capacity() + moe_gate_up.capacity();
+           x_row.capacity() + attention.capacity() + moe_gate_up.capacity() + moe_down.capacity();
   }
 };
 
@@ -49,13 +50,12 @@ struct WorkerScratch {
 struct CallScratch {
   ScratchBuffer x;          // MatMul's prepared x
   ScratchBuffer moe_index;  // MoeExperts' routing tables
-  ScratchBuffer moe_x, moe_gate_up, moe_act, moe_act_x, moe_down;
+  ScratchBuffer moe_x, moe_gate_up, moe_act, moe_act_x;
   ScratchBuffer attention_items;  // Attention's work items
 
   size_t bytes() const {
     return x.capacity() + moe_index.capacity() + moe_x.capacity() + moe_gate_up.capacity() +
-           moe_act.capacity() + moe_act_x.capacity() + moe_down.capacity() +
-           attention_items.capacity();
+           moe_act.capacity() + moe_act_x.capacity() + attention_items.capacity();
   }
 };
 
