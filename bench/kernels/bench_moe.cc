@@ -4,9 +4,9 @@
 // projection and the weighted sum, as a prefill (512 tokens) or a decode step (1 token) runs them.
 // Weights are random codes and scales on huge pages, 256 experts by default (1.9 GB, so every call
 // reads its experts from DRAM, as a model's layer does); each token routes to top-k distinct
-// experts drawn uniformly, with a new draw every run. Prints the median time per call beside the machine's int8 dot peak
-// (GOP/s: 2 · tokens · top-k · 3 · hidden · intermediate per call) and its read bandwidth (bytes of
-// the experts the call touches).
+// experts drawn uniformly, with a new draw every run. Prints the median time per call beside the
+// machine's int8 dot peak (GOP/s: 2 · tokens · top-k · 3 · hidden · intermediate per call) and its
+// read bandwidth (bytes of the experts the call touches).
 //   bench_moe [--experts E] [--tokens T] [--top-k K] [--runs N] [--threads N] [--isa NAME]
 #include <algorithm>
 #include <cstdio>
@@ -68,8 +68,9 @@ int Main(int argc, char** argv) {
       }
       isa = *parsed;
     } else {
-      std::fprintf(stderr, "usage: bench_moe [--experts E] [--tokens T] [--top-k K] [--runs N] "
-                           "[--threads N] [--isa NAME]\n");
+      std::fprintf(stderr,
+                   "usage: bench_moe [--experts E] [--tokens T] [--top-k K] [--runs N] "
+                   "[--threads N] [--isa NAME]\n");
       return 2;
     }
   }
@@ -84,10 +85,9 @@ int Main(int argc, char** argv) {
     e = {RandomExpertMatrix(kInter, kHidden, rng, arena),
          RandomExpertMatrix(kInter, kHidden, rng, arena),
          RandomExpertMatrix(kHidden, kInter, rng, arena)};
-  const double expert_bytes = 2.0 * (Mxfp4I8CodeBytes(kInter, kHidden) +
-                                     Mxfp4I8ScaleBytes(kInter, kHidden)) +
-                              Mxfp4I8CodeBytes(kHidden, kInter) +
-                              Mxfp4I8ScaleBytes(kHidden, kInter);
+  const double expert_bytes =
+      2.0 * (Mxfp4I8CodeBytes(kInter, kHidden) + Mxfp4I8ScaleBytes(kInter, kHidden)) +
+      Mxfp4I8CodeBytes(kHidden, kInter) + Mxfp4I8ScaleBytes(kHidden, kInter);
 
   // A routing per run (the warm-up's too), so that a decode step's few experts change between
   // runs as in a model's layers and come from DRAM; bytes: the experts each call touches.
@@ -120,10 +120,11 @@ int Main(int argc, char** argv) {
   const double gbps = bytes / tm.median_s / 1e9;
   std::printf("isa %s, %zu threads: %zu experts (MXFP4 x int8), %zu tokens, top-%zu\n",
               IsaName(isa).c_str(), pool.num_threads(), experts, tokens, top_k);
-  std::printf("MoeExperts %.3f ms (median of %d, best %.3f) = %.1f GOP/s = %.0f%% of the int8 dot "
-              "peak %.0f; experts' bytes %.1f GB/s = %.0f%% of the read bandwidth %.1f\n",
-              tm.median_s * 1e3, runs, tm.best_s * 1e3, gops, 100 * gops / roof.int8_dot_gops,
-              roof.int8_dot_gops, gbps, 100 * gbps / roof.read_gbps, roof.read_gbps);
+  std::printf(
+      "MoeExperts %.3f ms (median of %d, best %.3f) = %.1f GOP/s = %.0f%% of the int8 dot "
+      "peak %.0f; experts' bytes %.1f GB/s = %.0f%% of the read bandwidth %.1f\n",
+      tm.median_s * 1e3, runs, tm.best_s * 1e3, gops, 100 * gops / roof.int8_dot_gops,
+      roof.int8_dot_gops, gbps, 100 * gbps / roof.read_gbps, roof.read_gbps);
   return 0;
 }
 
