@@ -534,6 +534,14 @@ void GemvPanels(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float
   }
 }
 
+// The codes of row `row` + kPanel (the same row of the next panel), to prefetch while decoding
+// `row`; null past the view's rows.
+inline const char* NextPanelCodes(const QuantRows& w, size_t row) {
+  return row + kPanel < w.rows
+             ? reinterpret_cast<const char*>(w.codes + (row + kPanel) * w.row_stride)
+             : nullptr;
+}
+
 // Rows of a range decoded to bf16 into panel [nr][ld]; false if a scale does not fold (s ∉
 // [2, 252]), in which case the caller takes the GEMV path.
 // The next panel's codes are requested meanwhile, as in GemmFp8.
@@ -542,9 +550,7 @@ bool DecodeMxfp4Panel(const QuantRows& w, size_t r0, size_t nr, bf16* panel, siz
   for (size_t j = 0; j < nr; ++j) {
     const uint8_t* codes = w.codes + (r0 + j) * w.row_stride;
     const uint8_t* scales = static_cast<const uint8_t*>(w.scales) + (r0 + j) * w.scale_stride;
-    const char* next = r0 + kPanel + j < w.rows
-                           ? reinterpret_cast<const char*>(codes + kPanel * w.row_stride)
-                           : nullptr;
+    const char* next = NextPanelCodes(w, r0 + j);
     for (size_t g = 0; g < w.k / 32; ++g) {
       if (next && g % 4 == 0) _mm_prefetch(next + g * 16, _MM_HINT_T1);
       if (!ScaleFoldsIntoBf16(scales[g])) return false;
@@ -666,9 +672,7 @@ void GemmFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y
     // the code loads held ~25% of GemmFp8's samples in a 512-token prefill, 128 tokens per expert).
     for (size_t j = 0; j < nr; ++j) {
       const uint8_t* codes = w.codes + (n + j) * w.row_stride;
-      const char* next = n + kPanel + j < w.rows
-                             ? reinterpret_cast<const char*>(codes + kPanel * w.row_stride)
-                             : nullptr;
+      const char* next = NextPanelCodes(w, n + j);
       for (size_t i = 0; i < w.k; i += 32) {
         if (next && i % 64 == 0) _mm_prefetch(next + i, _MM_HINT_T1);
         const __mmask32 mask = TailMask32(w.k - i);
