@@ -100,6 +100,29 @@ Repacked Repack(const WeightMatrix& src) {
   return r;
 }
 
+// `experts` random MXFP4 experts (w1, w3 [inter, hidden], w2 [hidden, inter], drawn in that order
+// per expert), repacked; weights views into `packed`.
+struct RepackedExperts {
+  std::vector<Repacked> packed;
+  std::vector<ExpertWeights> weights;
+};
+
+RepackedExperts RandomRepackedExperts(size_t experts, size_t hidden, size_t inter,
+                                      std::mt19937& rng) {
+  std::vector<Mxfp4> raw;
+  for (size_t e = 0; e < experts; ++e) {
+    raw.push_back(RandomMxfp4(inter, hidden, 0, hidden, rng));
+    raw.push_back(RandomMxfp4(inter, hidden, 0, hidden, rng));
+    raw.push_back(RandomMxfp4(hidden, inter, 0, inter, rng));
+  }
+  RepackedExperts out;
+  for (const Mxfp4& r : raw) out.packed.push_back(Repack(r.view));
+  for (size_t e = 0; e < experts; ++e)
+    out.weights.push_back(
+        {out.packed[3 * e].view, out.packed[3 * e + 1].view, out.packed[3 * e + 2].view});
+  return out;
+}
+
 void SetCode(Mxfp4& w, size_t r, size_t c, uint8_t code) {
   uint8_t& byte =
       const_cast<uint8_t*>(static_cast<const uint8_t*>(w.view.data))[r * w.view.row_stride + c / 2];
@@ -475,17 +498,8 @@ TEST_P(Mxfp4I8MatMulEveryIsa, PublicMatMulAndMoeMatchReference) {
     for (size_t i = 0; i < y.size(); ++i)
       ASSERT_EQ(Bits(y[i]), Bits(ref[i])) << IsaName(isa) << " m " << m << " i " << i;
 
-    std::vector<Mxfp4> raw;
-    std::vector<Repacked> packed;
-    std::vector<ExpertWeights> ew(experts);
-    for (size_t e = 0; e < experts; ++e) {
-      raw.push_back(RandomMxfp4(inter, hidden, 0, hidden, rng));
-      raw.push_back(RandomMxfp4(inter, hidden, 0, hidden, rng));
-      raw.push_back(RandomMxfp4(hidden, inter, 0, inter, rng));
-    }
-    for (const Mxfp4& r : raw) packed.push_back(Repack(r.view));
-    for (size_t e = 0; e < experts; ++e)
-      ew[e] = {packed[3 * e].view, packed[3 * e + 1].view, packed[3 * e + 2].view};
+    const RepackedExperts ex = RandomRepackedExperts(experts, hidden, inter, rng);
+    const std::vector<ExpertWeights>& ew = ex.weights;
     std::vector<int32_t> idx(m * top_k);
     std::vector<float> wt(m * top_k, 0.5f);
     for (size_t t = 0; t < m; ++t)
@@ -509,17 +523,8 @@ TEST_P(Mxfp4I8MatMulEveryIsa, PublicMatMulAndMoeMatchReference) {
 TEST_P(Mxfp4I8MatMulEveryIsa, MoeBitsDoNotDependOnTheThreadCount) {
   std::mt19937 rng(12);
   const size_t hidden = 64, inter = 160, experts = 4, top_k = 2;
-  std::vector<Mxfp4> raw;
-  std::vector<Repacked> packed;
-  std::vector<ExpertWeights> ew(experts);
-  for (size_t e = 0; e < experts; ++e) {
-    raw.push_back(RandomMxfp4(inter, hidden, 0, hidden, rng));
-    raw.push_back(RandomMxfp4(inter, hidden, 0, hidden, rng));
-    raw.push_back(RandomMxfp4(hidden, inter, 0, inter, rng));
-  }
-  for (const Mxfp4& r : raw) packed.push_back(Repack(r.view));
-  for (size_t e = 0; e < experts; ++e)
-    ew[e] = {packed[3 * e].view, packed[3 * e + 1].view, packed[3 * e + 2].view};
+  const RepackedExperts ex = RandomRepackedExperts(experts, hidden, inter, rng);
+  const std::vector<ExpertWeights>& ew = ex.weights;
   for (size_t m : {1, 5, 24}) {
     std::vector<int32_t> idx(m * top_k);
     std::vector<float> wt(m * top_k);
