@@ -7,16 +7,20 @@
 //          expert's GEMM is split evenly whatever its token count);
 //   run 2: silu(gate) ⊙ up, rounded / packed for w2;
 //          (runs 1 and 2 are one where w2 takes int8 x: see FusedGateUp)
-//   run 3: every thread's share of every active expert's w2 rows, each row times its routing
-//          weight added into y[token] at once: y[t] (+)= Σ weight · out over t's experts in
-//          expert index order (HF's index_add_ order), whatever the thread count, since a
-//          thread's share of H's columns is the same for every expert.
+//   run 3: 2 · threads column shares of every active expert's w2 rows, handed out to whichever
+//          thread is free, each row times its routing weight added into y[token] at once:
+//          y[t] (+)= Σ weight · out over t's experts in expert index order (HF's index_add_
+//          order), whatever the thread count, since a share of H's columns takes the experts
+//          one after another (the next waits for the previous add).
 #include "kernels/moe.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "core/check.h"
@@ -68,9 +72,10 @@ std::pair<size_t, size_t> Share(size_t n, size_t grain, size_t t, size_t threads
   return {std::min(b, n), e};
 }
 
-// Runs 1 and 2 in one, for experts whose w2 takes int8 x (kMxfp4I8): each thread takes the same
-// share [a, b) of the I columns in w1 and w3 (a multiple of the 32-column Q8 block), and
-// quantizes silu(gate) ⊙ up of it straight into w2's x; Q8 blocks are independent, so the bytes
+// Runs 1 and 2 in one, for experts whose w2 takes int8 x (kMxfp4I8): each expert's I columns of
+// w1 and w3 in one share [a, b) per thread (a multiple of the 32-column Q8 block), the shares
+// handed out to whichever thread is free (see MoeExperts' run 3 for why); each quantizes
+// silu(gate) ⊙ up of its share straight into w2's x; Q8 blocks are independent, so the bytes
 // are those of quantizing whole rows. The [rows, 2I] gate / up and [rows, I] activation matrices
 // of the two-run path (at 512 tokens x top-8 of MiniMax-M2's shapes 50 and 25 MB, from DRAM)
 // are never written: a thread's gate and up of one expert stay in its L2. MoeExperts on 256
@@ -80,24 +85,24 @@ PreparedX FusedGateUp(KernelContext& ctx, const PreparedX& px, const MoeIndex& i
                       std::span<const size_t> active, std::span<const ExpertWeights> experts,
                       size_t inter, size_t rows, ScratchBuffer& act_x) {
   const PreparedX pa = AllocateQ8X(rows, inter, act_x);
-  ctx.pool().Run([&](size_t t, size_t threads) {
+  const size_t shares = ctx.pool().num_threads();
+  ctx.pool().ParallelForDynamic(active.size() * shares, [&](size_t item, size_t t) {
+    const size_t e = active[item / shares];
+    const size_t m = ix.offset[e + 1] - ix.offset[e];
+    const size_t grain = std::lcm(MatMulRowGrain(ctx, experts[e].w1, m), kMxfp4I8Block);
+    const auto [a, b] = Share(inter, grain, item % shares, shares);
+    if (a >= b) return;
     WorkerScratch& ws = ctx.worker(t);
-    for (size_t e : active) {
-      const size_t m = ix.offset[e + 1] - ix.offset[e];
-      const size_t grain = std::lcm(MatMulRowGrain(ctx, experts[e].w1, m), kMxfp4I8Block);
-      const auto [a, b] = Share(inter, grain, t, threads);
-      if (a >= b) continue;
-      // m rows of b columns for gate, then for up; MatMulRows writes columns [a, b) of them.
-      float* gate = ws.moe_gate_up.As<float>(2 * m * b);
-      float* up = gate + m * b;
-      const PreparedX xe = px.Rows(ix.offset[e], m);
-      MatMulRows(ctx, xe, experts[e].w1, a, b, gate, b, false, ws);
-      MatMulRows(ctx, xe, experts[e].w3, a, b, up, b, false, ws);
-      for (size_t i = 0; i < m; ++i) {
-        float* g = gate + i * b + a;
-        SiluMul(ctx, g, up + i * b + a, g, b - a);  // in place: element by element
-        QuantizeIntoQ8X(ctx, pa, ix.offset[e] + i, a, g, b - a);
-      }
+    // m rows of b columns for gate, then for up; MatMulRows writes columns [a, b) of them.
+    float* gate = ws.moe_gate_up.As<float>(2 * m * b);
+    float* up = gate + m * b;
+    const PreparedX xe = px.Rows(ix.offset[e], m);
+    MatMulRows(ctx, xe, experts[e].w1, a, b, gate, b, false, ws);
+    MatMulRows(ctx, xe, experts[e].w3, a, b, up, b, false, ws);
+    for (size_t i = 0; i < m; ++i) {
+      float* g = gate + i * b + a;
+      SiluMul(ctx, g, up + i * b + a, g, b - a);  // in place: element by element
+      QuantizeIntoQ8X(ctx, pa, ix.offset[e] + i, a, g, b - a);
     }
   });
   return pa;
@@ -239,26 +244,41 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
           ? FusedGateUp(ctx, px, ix, active, experts, inter, rows, sc.moe_act_x)
           : GateUpActivation(ctx, px, ix, active, experts, inter, rows, first->w2, sc);
 
-  // Run 3: the down projection, added into y. Column shares in a grain common to every m, so that
-  // each column of y has one owner thread for all experts (no two threads add into one element).
+  // Run 3: the down projection, added into y, in `chunks` column shares of H (in a grain common to
+  // every m) per expert, handed out in order (expert by expert) to whichever thread is free. Why
+  // not a fixed share per thread: on a shared machine one core often runs slower than the other
+  // for seconds (Zen 5 VM: the same tile 549 vs 645 GOP/s pinned to one core or the other), and
+  // the faster thread then waited for the slower at the end of every run (the main thread of a
+  // bench_moe profile spent over a third of its MoE samples waiting). MoeExperts of 256 experts
+  // (slice shapes), fixed shares and these interleaved call by call: 0.99-1.04x at 512
+  // tokens, 1.06x at 16 and 1. Bits: each column share of y takes the experts' rows in expert index
+  // order, one add at a time, whichever thread computes them, so y does not depend on the thread
+  // count or timing.
   const size_t grain = MatMulRowGrainForAnyM(ctx, first->w2);
-  pool.Run([&](size_t t, size_t threads) {
-    const auto [c0, c1] = Share(hidden, grain, t, threads);
-    if (c0 >= c1) return;
+  const size_t chunks = 2 * pool.num_threads();
+  const std::unique_ptr<std::atomic<size_t>[]> added(new std::atomic<size_t>[chunks]);
+  for (size_t j = 0; j < chunks; ++j) added[j].store(0, std::memory_order_relaxed);
+  pool.ParallelForDynamic(active.size() * chunks, [&](size_t item, size_t t) {
+    const size_t n = item / chunks, j = item % chunks;
+    const auto [c0, c1] = Share(hidden, grain, j, chunks);
+    if (c0 >= c1) return;  // every expert's share j is empty: no one waits for it
+    const size_t e = active[n];
+    const size_t m = ix.offset[e + 1] - ix.offset[e];
     WorkerScratch& ws = ctx.worker(t);
-    for (size_t e : active) {
-      const size_t m = ix.offset[e + 1] - ix.offset[e];
-      // m rows of c1 columns; MatMulRows writes columns [c0, c1) of them.
-      float* down = ws.moe_down.As<float>(m * c1);
-      MatMulRows(ctx, pa.Rows(ix.offset[e], m), experts[e].w2, c0, c1, down, c1, false, ws);
-      for (size_t i = 0; i < m; ++i) {
-        const size_t slot = ix.slot_at[ix.offset[e] + i];
-        const float w = weights[slot];
-        const float* d = down + i * c1;
-        float* yt = y + slot / k * ldy;
-        for (size_t c = c0; c < c1; ++c) yt[c] += w * d[c];
-      }
+    // m rows of c1 columns; MatMulRows writes columns [c0, c1) of them.
+    float* down = ws.moe_down.As<float>(m * c1);
+    MatMulRows(ctx, pa.Rows(ix.offset[e], m), experts[e].w2, c0, c1, down, c1, false, ws);
+    // Chunk j of y takes the experts in index order: wait for the previous active expert's add
+    // (handed out `chunks` items earlier, so it is done or running, never waiting on this one).
+    while (added[j].load(std::memory_order_acquire) != n) std::this_thread::yield();
+    for (size_t i = 0; i < m; ++i) {
+      const size_t slot = ix.slot_at[ix.offset[e] + i];
+      const float w = weights[slot];
+      const float* d = down + i * c1;
+      float* yt = y + slot / k * ldy;
+      for (size_t c = c0; c < c1; ++c) yt[c] += w * d[c];
     }
+    added[j].store(n + 1, std::memory_order_release);
   });
 }
 
