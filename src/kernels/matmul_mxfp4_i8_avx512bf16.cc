@@ -12,7 +12,8 @@
 //
 // Layout: the repacked groups are 8 rows (one int32 lane per row in a 256-bit chunk), so a zmm
 // holds the same chunk of two consecutive groups, g in the low half and g + 1 in the high half:
-// the same 4 activation bytes apply to all 16 lanes. Codes map to u = 2·e2m1 + 12 (unsigned, as
+// the same 4 activation bytes apply to all 16 lanes (the decode path; the prefill tile permutes
+// the lanes so that 8 bytes apply, see BlockDot). Codes map to u = 2·e2m1 + 12 (unsigned, as
 // on AVX2) and S = Σ u·q − 12·Σ q is the signed dot; |Σ u·q| ≤ 32 · 24 · 127 fits int32 easily.
 #include <immintrin.h>
 
@@ -39,6 +40,12 @@ inline __m512i Broadcast4(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm512_set1_epi32(v);
+}
+
+inline __m512i Broadcast8(const int8_t* p) {
+  long long v;
+  std::memcpy(&v, p, 8);
+  return _mm512_set1_epi64(v);
 }
 
 // Token constants of one block: h = 0.5f·d (the reference's factor) and c = −12·sum (the offset
@@ -97,11 +104,9 @@ struct GroupPair {
                    _MM_HINT_T1);
   }
 
-  // Block b: u[2c] / u[2c + 1] = the low / high nibbles of chunk c (columns 8c .. 8c + 3 /
-  // 8c + 4 .. 8c + 7) of both groups, as u = 2·e2m1 + 12.
-  void Decode(size_t b, __m512i u[8]) const {
-    second ? DecodeAs<true>(b, u) : DecodeAs<false>(b, u);
-  }
+  // Block b (PairStream's lane order: lane r row r of group g, lane 8 + r of group g + 1):
+  // u[2c] / u[2c + 1] = the low / high nibbles of chunk c (columns 8c .. 8c + 3 / 8c + 4 ..
+  // 8c + 7) of both groups, as u = 2·e2m1 + 12.
   template <bool kSecond>
   void DecodeAs(size_t b, __m512i u[8]) const {
     const __m512i lut = _mm512_broadcast_i32x4(
@@ -122,10 +127,40 @@ struct GroupPair {
     }
   }
 
-  // The e8m0 bytes of block b: group g's 8 rows, then group g + 1's (zeros for a lone group).
-  __m128i ScaleBytes(size_t b) const {
-    return second ? ScaleBytesAs<true>(b) : ScaleBytesAs<false>(b);
+  // Block b for the prefill tile's lane order (PairTile): lane 2r is row r (group g), lane 2r + 1
+  // row r + 8 (group g + 1). For octet c (columns 8c .. 8c + 7) w[2c] holds row r's columns
+  // 8c .. 8c + 3 in lane 2r and row r + 8's 8c + 4 .. 8c + 7 in lane 2r + 1; w[2c + 1] the other
+  // halves (row r + 8's first four in lane 2r, row r's last four in lane 2r + 1). So one 8-byte
+  // broadcast of a token's octet (its first four bytes in even lanes, the last four in odd ones)
+  // feeds both, and w[2c + 1]'s sums, lane pairs swapped, add to w[2c]'s into whole rows.
+  template <bool kSecond>
+  void DecodeInterleavedAs(size_t b, __m512i u[8]) const {
+    const __m512i lut = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+    const __m512i nibble = _mm512_set1_epi8(0x0f);
+    const __m512i interleave =
+        _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
+    const __m512i odd_high = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+    const uint8_t* p = codes + b * kBlockCodeBytes;
+    for (int c = 0; c < 4; ++c) {
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * c));
+      const __m512i v =
+          kSecond
+              ? _mm512_inserti64x4(
+                    _mm512_castsi256_si512(lo),
+                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + code_stride + 32 * c)),
+                    1)
+              : _mm512_zextsi256_si512(lo);
+      const __m512i p0 = _mm512_permutexvar_epi32(interleave, v);
+      const __m512i p1 = _mm512_shuffle_epi32(p0, _MM_PERM_CDAB);
+      u[2 * c] =
+          _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srlv_epi32(p0, odd_high), nibble));
+      u[2 * c + 1] =
+          _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srlv_epi32(p1, odd_high), nibble));
+    }
   }
+
+  // The e8m0 bytes of block b: group g's 8 rows, then group g + 1's.
   template <bool kSecond>
   __m128i ScaleBytesAs(size_t b) const {
     const uint8_t* s = scales + b * kGroupRows;
@@ -134,24 +169,34 @@ struct GroupPair {
                          lo, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + scale_stride)))
                    : lo;
   }
+  // The same in the tile's lane order (row r, then row r + 8; zeros for a lone group's second).
+  __m128i ScaleBytesInterleaved(size_t b) const {
+    const uint8_t* s = scales + b * kGroupRows;
+    const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s));
+    return _mm_unpacklo_epi8(
+        lo, second ? _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + scale_stride))
+                   : _mm_setzero_si128());
+  }
 
   // The 16 rows' scales of block b, 2^(e − 127) in f32 as E8M0ToFloat: e << 23 is the exact power
   // for e = 1 .. 254; e = 0 gives +0, which max() lifts to 2^-127; e = 255 gives +inf, and f − f
   // (0 for finite f, NaN for inf) turns that into NaN while adding +0 to every other value.
-  __m512 Scales(size_t b) const { return second ? ScalesAs<true>(b) : ScalesAs<false>(b); }
+  __m512 ScalesInterleaved(size_t b) const { return ScalesOf(ScaleBytesInterleaved(b)); }
+  static __m512 ScalesOf(__m128i e) {
+    const __m512 f = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(e), 23));
+    return _mm512_add_ps(_mm512_max_ps(f, _mm512_set1_ps(0x1p-127f)), _mm512_sub_ps(f, f));
+  }
   template <bool kSecond>
   __m512 ScalesAs(size_t b) const {
-    const __m512 f =
-        _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(ScaleBytesAs<kSecond>(b)), 23));
-    return _mm512_add_ps(_mm512_max_ps(f, _mm512_set1_ps(0x1p-127f)), _mm512_sub_ps(f, f));
+    return ScalesOf(ScaleBytesAs<kSecond>(b));
   }
 
   // Whether every row of block b has its e within the window; if so, *shift = (e − 127) << 23
-  // per lane (the exponent-add scale). The high half of a lone group is not looked at (its lanes
-  // are never stored).
+  // per lane, in the tile's lane order (the exponent-add scale). A lone group's odd lanes (the
+  // absent group g + 1) are not looked at: they are never stored.
   bool ExponentShift(size_t b, const __m128i lo, const __m128i hi, __m512i* shift) const {
-    const __m128i e = ScaleBytes(b);
-    const __mmask16 lanes = second ? 0xffff : 0x00ff;
+    const __m128i e = ScaleBytesInterleaved(b);
+    const __mmask16 lanes = second ? 0xffff : 0x5555;
     if ((_mm_cmplt_epu8_mask(e, lo) | _mm_cmpgt_epu8_mask(e, hi)) & lanes) return false;
     *shift = _mm512_sub_epi32(_mm512_slli_epi32(_mm512_cvtepu8_epi32(e), 23),
                               _mm512_set1_epi32(127 << 23));
@@ -159,24 +204,34 @@ struct GroupPair {
   }
 };
 
-// acc[t] = fmaf(float(S), dw · h, acc[t]) for T tokens and one block, S the exact dot of u − 12
-// and q: the vpdpbusd chain starts from −12·Σq instead of subtracting it after. Each dot runs as
-// two chains (even / odd registers) so that vpdpbusd's latency bounds neither a decode step nor
-// a 16-token tile (one chain of 8 per token: 2.9 ns per token-block, two: 2.6-2.75); integer
-// sums are exact in any order. kShift: the scale by ExponentShift's add (dws), else dw · h.
+// acc[t] = fmaf(float(S), dw · h, acc[t]) for T tokens and one block in the tile's lane order
+// (DecodeInterleavedAs), S the exact dot of u − 12 and q: the vpdpbusd chain starts from −12·Σq
+// instead of subtracting it after. Each dot runs as two chains (the two halves of every row) so
+// that vpdpbusd's latency does not bound the tile; integer sums are exact in any order.
+// kShift: the scale by ExponentShift's add (dws), else dw · h.
+// Why 8-byte broadcasts: the tile is bound by its loads, not its vpdpbusd. A token's step was 10
+// loads (8 broadcasts of 4 activation bytes, the offset, the scale) beside 8 vpdpbusd; Zen 5
+// issues two such loads a cycle, and a microbenchmark of the step ran 1.25x faster with half the
+// broadcasts. Now 4 broadcasts of 8 bytes serve the 8 vpdpbusd, for one in-lane shuffle of the
+// second chain per token and a permute of the codes per block (amortized over the tile's tokens).
+// bench/kernels/ab/run.sh, Zen 5: 1.04-1.07x from the LLC / L2 at 9-16 tokens, 1.02-1.03x from
+// DRAM; the same bits.
 template <int T, bool kShift>
 inline void BlockDot(const __m512i u[8], const __m512 dw, const __m512i dws, const TokenBlock& x,
                      size_t b, __m512 acc[T]) {
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
     const int8_t* q = x.q + t * x.ldq + b * kBlock;
-    __m512i s0 = _mm512_dpbusd_epi32(_mm512_set1_epi32(x.c[t * x.stride + b]), u[0], Broadcast4(q));
-    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], Broadcast4(q + 4));
+    const __m512i q0 = Broadcast8(q);
+    __m512i s0 = _mm512_dpbusd_epi32(_mm512_set1_epi32(x.c[t * x.stride + b]), u[0], q0);
+    __m512i s1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], q0);
 #pragma GCC unroll 4
     for (int c = 1; c < 4; ++c) {
-      s0 = _mm512_dpbusd_epi32(s0, u[2 * c], Broadcast4(q + 8 * c));
-      s1 = _mm512_dpbusd_epi32(s1, u[2 * c + 1], Broadcast4(q + 8 * c + 4));
+      const __m512i qc = Broadcast8(q + 8 * c);
+      s0 = _mm512_dpbusd_epi32(s0, u[2 * c], qc);
+      s1 = _mm512_dpbusd_epi32(s1, u[2 * c + 1], qc);
     }
+    s1 = _mm512_shuffle_epi32(s1, _MM_PERM_CDAB);
     const __m512 scale =
         kShift
             ? _mm512_castsi512_ps(_mm512_add_epi32(dws, _mm512_set1_epi32(x.hb[t * x.stride + b])))
@@ -198,18 +253,21 @@ void PairTile(const GroupPair& w, size_t blocks, const TokenBlock& x, ExponentWi
   for (size_t b = 0; b < blocks; ++b) {
     w.Prefetch(b);
     __m512i u[8];
-    w.Decode(b, u);
+    w.second ? w.DecodeInterleavedAs<true>(b, u) : w.DecodeInterleavedAs<false>(b, u);
     __m512i dws;
     if (w.ExponentShift(b, lo, hi, &dws))
       BlockDot<T, true>(u, _mm512_setzero_ps(), dws, x, b, acc);
     else
-      BlockDot<T, false>(u, w.Scales(b), dws, x, b, acc);
+      BlockDot<T, false>(u, w.ScalesInterleaved(b), dws, x, b, acc);
   }
   const __mmask16 mask = static_cast<__mmask16>((1u << rows) - 1);
+  const __m512i rows_order =
+      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) {
     float* out = y + t * ldy;
-    const __m512 v = accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask, out), acc[t]) : acc[t];
+    const __m512 a = _mm512_permutexvar_ps(rows_order, acc[t]);
+    const __m512 v = accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask, out), a) : a;
     _mm512_mask_storeu_ps(out, mask, v);
   }
 }
