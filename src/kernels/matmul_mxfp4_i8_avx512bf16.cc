@@ -7,8 +7,8 @@
 //
 // Why a kernel of its own: the AVX2 kernel spends ~33 instructions per 256 multiply-adds per
 // token (vpmaddubsw, vpmaddwd, int16 adds, broadcasts). Here one vpdpbusd does 64 multiply-adds
-// into int32 with the activation broadcast folded into its memory operand, so a 16-row × 32-column
-// block costs 8 of them plus 4 other steps per token (chain add, scale, convert, fmadd).
+// into int32, so a 16-row × 32-column block costs 8 of them, 4 activation broadcasts and 5 other
+// steps per token in a prefill tile (lane swap, chain add, scale, convert, fmadd).
 //
 // Layout: the repacked groups are 8 rows (one int32 lane per row in a 256-bit chunk), so a zmm
 // holds the same chunk of two consecutive groups, g in the low half and g + 1 in the high half:
