@@ -104,24 +104,31 @@ struct GroupPair {
                    _MM_HINT_T1);
   }
 
+  // Chunk c (32 bytes) of block b of group g in the low half, of group g + 1 in the high half
+  // (zeros for a lone group).
+  template <bool kSecond>
+  __m512i ChunkAs(size_t b, int c) const {
+    const uint8_t* p = codes + b * kBlockCodeBytes + 32 * c;
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return kSecond ? _mm512_inserti64x4(
+                         _mm512_castsi256_si512(lo),
+                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + code_stride)), 1)
+                   : _mm512_zextsi256_si512(lo);
+  }
+  // e2m1 code → u = 2·e2m1 + 12, for vpshufb in every 128-bit lane.
+  static __m512i CodeLut() {
+    return _mm512_broadcast_i32x4(
+        _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
+  }
+
   // Block b (PairStream's lane order: lane r row r of group g, lane 8 + r of group g + 1):
   // u[2c] / u[2c + 1] = the low / high nibbles of chunk c (columns 8c .. 8c + 3 / 8c + 4 ..
   // 8c + 7) of both groups, as u = 2·e2m1 + 12.
   template <bool kSecond>
   void DecodeAs(size_t b, __m512i u[8]) const {
-    const __m512i lut = _mm512_broadcast_i32x4(
-        _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
-    const __m512i nibble = _mm512_set1_epi8(0x0f);
-    const uint8_t* p = codes + b * kBlockCodeBytes;
+    const __m512i lut = CodeLut(), nibble = _mm512_set1_epi8(0x0f);
     for (int c = 0; c < 4; ++c) {
-      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * c));
-      const __m512i v =
-          kSecond
-              ? _mm512_inserti64x4(
-                    _mm512_castsi256_si512(lo),
-                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + code_stride + 32 * c)),
-                    1)
-              : _mm512_zextsi256_si512(lo);
+      const __m512i v = ChunkAs<kSecond>(b, c);
       u[2 * c] = _mm512_shuffle_epi8(lut, _mm512_and_si512(v, nibble));
       u[2 * c + 1] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble));
     }
@@ -135,22 +142,12 @@ struct GroupPair {
   // feeds both, and w[2c + 1]'s sums, lane pairs swapped, add to w[2c]'s into whole rows.
   template <bool kSecond>
   void DecodeInterleavedAs(size_t b, __m512i u[8]) const {
-    const __m512i lut = _mm512_broadcast_i32x4(
-        _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0));
-    const __m512i nibble = _mm512_set1_epi8(0x0f);
+    const __m512i lut = CodeLut(), nibble = _mm512_set1_epi8(0x0f);
     const __m512i interleave =
         _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
     const __m512i odd_high = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
-    const uint8_t* p = codes + b * kBlockCodeBytes;
     for (int c = 0; c < 4; ++c) {
-      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 * c));
-      const __m512i v =
-          kSecond
-              ? _mm512_inserti64x4(
-                    _mm512_castsi256_si512(lo),
-                    _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + code_stride + 32 * c)),
-                    1)
-              : _mm512_zextsi256_si512(lo);
+      const __m512i v = ChunkAs<kSecond>(b, c);
       const __m512i p0 = _mm512_permutexvar_epi32(interleave, v);
       const __m512i p1 = _mm512_shuffle_epi32(p0, _MM_PERM_CDAB);
       u[2 * c] =
