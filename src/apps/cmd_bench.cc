@@ -84,7 +84,8 @@ double Now() {
 
 // Multiply-adds x2 per prompt token of a prefill of `t` tokens: projections, router, the top-k
 // experts, and causal attention (QK and PV over on average (t+1)/2 keys). The LM head runs for the
-// last token only and is left out.
+// last token only and is left out; so do the last layer's router and experts (the model runs its
+// last MoE only on the rows whose logits are wanted: MoeTransformer::KeepLogitsRows).
 // A prompt token's operations (2 per multiply-add): the routed experts', and the rest (attention
 // projections and scores, router).
 struct PrefillOps {
@@ -98,7 +99,8 @@ PrefillOps PrefillOpsPerToken(const model::ModelConfig& c, size_t t) {
   const double router = 2 * h * c.num_experts;
   const double experts = c.num_experts_per_token * 3.0 * 2 * h * c.expert_intermediate_size;
   const double attn = 2.0 * 2 * qw * (t + 1) / 2.0;
-  return {c.num_layers * experts, c.num_layers * (proj + router + attn)};
+  const double moe_layers = c.num_layers == 0 ? 0 : c.num_layers - 1 + 1.0 / t;
+  return {moe_layers * experts, c.num_layers * (proj + attn) + moe_layers * router};
 }
 
 // Do the experts run as MXFP4 x int8 (an MXFP4 checkpoint with int8 activations)?

@@ -11,7 +11,9 @@ namespace {
 
 // One step on the wire: a fixed header, then one int64 payload.
 //   header: kind, block_size, num_blocks, kv dtype, num_tokens, num_seqs, payload_len
-//   payload: token ids [num_tokens]; per sequence: num_new_tokens, context_len, table_len, table.
+//   payload: token ids [num_tokens]; per sequence: num_new_tokens, context_len, table_len, table;
+//            then the logits rows (the rest of the payload: every rank runs the model's last
+//            layer on the same rows, see Model::Forward).
 enum : int64_t { kStop = 0, kStep = 1 };
 constexpr size_t kHeaderLen = 7;
 
@@ -36,6 +38,7 @@ void StepBroadcaster::Forward(const model::Batch& batch, model::KvStorage& kv, f
     payload.push_back(static_cast<int64_t>(s.block_table.size()));
     payload.insert(payload.end(), s.block_table.begin(), s.block_table.end());
   }
+  payload.insert(payload.end(), batch.logits_rows.begin(), batch.logits_rows.end());
   const auto* pool = dynamic_cast<const cache::KvPool*>(&kv);
   MOESERVE_CHECK(pool, "distributed steps need a cache::KvPool");
   SendHeader(
@@ -82,7 +85,8 @@ void RunWorker(model::Model& model, dist::Communicator& comm) {
       s.block_table = table;
       batch.seqs.push_back(s);
     }
-    // No logits rows: the LM head is replicated and only rank 0 samples.
+    batch.logits_rows.assign(payload.begin() + at, payload.end());
+    // No logits: the LM head is replicated and only rank 0 samples.
     model.Forward(batch, *kv, nullptr);
   }
 }

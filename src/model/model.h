@@ -32,6 +32,9 @@ class Model {
   virtual size_t WeightBytes() const = 0;
 
   // Runs the batch; writes its K/V into `kv`; logits [batch.logits_rows.size(), vocab_size] f32.
+  // `logits` null: no LM head, as on a follower rank of a distributed step (the head is
+  // replicated and rank 0 samples); the batch's logits_rows still matter there, since a model may
+  // run its last layer only on those rows, and every rank must run the same rows.
   // Not thread-safe: one forward at a time.
   virtual void Forward(const Batch& batch, KvStorage& kv, float* logits) = 0;
 };

@@ -1,5 +1,7 @@
 #include "model/moe_transformer.h"
 
+#include <algorithm>
+
 #include "core/check.h"
 
 namespace moeserve::model {
@@ -43,24 +45,49 @@ void MoeTransformer::Forward(const Batch& batch, KvStorage& kv, float* logits) {
     rows += s.num_new_tokens;
   }
   MOESERVE_CHECK(rows == t, "sequences cover ", rows, " rows of a ", t, "-token batch");
-  for (int32_t r : batch.logits_rows) MOESERVE_CHECK(r >= 0 && static_cast<size_t>(r) < t, r);
+  for (size_t k = 0; k < batch.logits_rows.size(); ++k) {
+    const int32_t r = batch.logits_rows[k];
+    MOESERVE_CHECK(r >= 0 && static_cast<size_t>(r) < t, "logits row ", r, " of a ", t,
+                   "-token batch");
+    MOESERVE_CHECK(k == 0 || r > batch.logits_rows[k - 1],
+                   "logits rows not ascending: ", batch.logits_rows[k - 1], " then ", r);
+  }
 
   hidden_.resize(t * h);
   normed_.resize(t * h);
   branch_.resize(t * h);
   embedding_->Forward(batch.token_ids, hidden_.data());
+  const std::vector<int32_t>* head_rows = &batch.logits_rows;
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& layer = *layers_[i];
     layer.input_norm.Forward(hidden_.data(), t, normed_.data());
     layer.attention.Forward(normed_.data(), batch, positions_, i, kv, branch_.data(), scratch_,
                             ctx_);
     for (size_t j = 0; j < t * h; ++j) hidden_[j] += branch_[j];
-    layer.post_attention_norm.Forward(hidden_.data(), t, normed_.data());
-    layer.moe.Forward(normed_.data(), t, branch_.data(), scratch_, ctx_);
-    for (size_t j = 0; j < t * h; ++j) hidden_[j] += branch_[j];
+    size_t n = t;  // rows that go on through the MoE half: in the last layer, only those whose
+                   // logits are wanted (KeepLogitsRows says why)
+    if (i + 1 == layers_.size() && batch.logits_rows.size() < t) {
+      n = KeepLogitsRows(batch.logits_rows);
+      head_rows = &kept_rows_;
+    }
+    if (n == 0) continue;  // a prefill chunk that wants no logits
+    layer.post_attention_norm.Forward(hidden_.data(), n, normed_.data());
+    layer.moe.Forward(normed_.data(), n, branch_.data(), scratch_, ctx_);
+    for (size_t j = 0; j < n * h; ++j) hidden_[j] += branch_[j];
   }
-  if (!batch.logits_rows.empty())
-    lm_head_->Forward(hidden_.data(), batch.logits_rows, logits, ctx_);
+  if (logits && !head_rows->empty()) lm_head_->Forward(hidden_.data(), *head_rows, logits, ctx_);
+}
+
+size_t MoeTransformer::KeepLogitsRows(const std::vector<int32_t>& rows) {
+  // Row k takes row rows[k] (ascending, so rows[k] >= k: a forward copy reads no row it wrote).
+  const size_t h = config_.hidden_size;
+  kept_rows_.resize(rows.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    if (static_cast<size_t>(rows[k]) != k)
+      std::copy_n(hidden_.data() + rows[k] * h, h, hidden_.data() + k * h);
+    kept_rows_[k] = static_cast<int32_t>(k);
+  }
+  return rows.size();
 }
 
 }  // namespace moeserve::model

@@ -40,6 +40,14 @@ class MoeTransformer final : public Model {
     MoeBlock moe;
   };
 
+  // The last layer's MoE half (norm, experts, residual) runs only on the rows whose logits are
+  // wanted: nothing else reads its output, and the keys and values of every row were written by
+  // its attention. A prefill of one prompt then runs that MoE on 1 row instead of all (as
+  // llama.cpp's and ik_llama.cpp's graphs do with inp_out_ids), and a prefill chunk that wants no
+  // logits skips it. Moves those rows of hidden_ to its first rows, in order; their indices
+  // (0, 1, ...) go to kept_rows_ for the LM head. Returns how many.
+  size_t KeepLogitsRows(const std::vector<int32_t>& rows);
+
   ModelConfig config_;
   RunContext ctx_;
   std::unique_ptr<EmbeddingBlock> embedding_;
@@ -49,6 +57,7 @@ class MoeTransformer final : public Model {
   std::vector<float> hidden_, normed_, branch_;  // [T, hidden] scratch
   StepScratch scratch_;                          // shared by every layer
   std::vector<int32_t> positions_;
+  std::vector<int32_t> kept_rows_;
 };
 
 }  // namespace moeserve::model
