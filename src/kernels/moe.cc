@@ -114,21 +114,24 @@ PreparedX GateUpActivation(KernelContext& ctx, const PreparedX& px, const MoeInd
                            std::span<const size_t> active, std::span<const ExpertWeights> experts,
                            size_t inter, size_t rows, const WeightMatrix& w2, CallScratch& sc) {
   float* gate_up = sc.moe_gate_up.As<float>(rows * 2 * inter);
-  ctx.pool().Run([&](size_t t, size_t threads) {
+  // One share of each expert's 2I virtual rows per thread, handed out to whichever thread is free
+  // (as FusedGateUp; shares write disjoint columns of gate_up, so the order does not matter).
+  const size_t shares = ctx.pool().num_threads();
+  ctx.pool().ParallelForDynamic(active.size() * shares, [&](size_t item, size_t t) {
+    const size_t e = active[item / shares];
+    const size_t m = ix.offset[e + 1] - ix.offset[e];
+    const size_t grain = MatMulRowGrain(ctx, experts[e].w1, m);
+    const auto [b, end] = Share(2 * inter, grain, item % shares, shares);
+    if (b >= end) return;
     WorkerScratch& ws = ctx.worker(t);
-    for (size_t e : active) {
-      const size_t m = ix.offset[e + 1] - ix.offset[e];
-      const size_t grain = MatMulRowGrain(ctx, experts[e].w1, m);
-      const auto [b, end] = Share(2 * inter, grain, t, threads);
-      const PreparedX xe = px.Rows(ix.offset[e], m);
-      float* ye = gate_up + ix.offset[e] * 2 * inter;
-      // Virtual rows [0, I) are w1's, [I, 2I) are w3's.
-      if (b < inter)
-        MatMulRows(ctx, xe, experts[e].w1, b, std::min(end, inter), ye, 2 * inter, false, ws);
-      if (end > inter)
-        MatMulRows(ctx, xe, experts[e].w3, std::max(b, inter) - inter, end - inter, ye + inter,
-                   2 * inter, false, ws);
-    }
+    const PreparedX xe = px.Rows(ix.offset[e], m);
+    float* ye = gate_up + ix.offset[e] * 2 * inter;
+    // Virtual rows [0, I) are w1's, [I, 2I) are w3's.
+    if (b < inter)
+      MatMulRows(ctx, xe, experts[e].w1, b, std::min(end, inter), ye, 2 * inter, false, ws);
+    if (end > inter)
+      MatMulRows(ctx, xe, experts[e].w3, std::max(b, inter) - inter, end - inter, ye + inter,
+                 2 * inter, false, ws);
   });
   float* act = sc.moe_act.As<float>(rows * inter);
   ctx.pool().ParallelFor(rows, 1, [&](size_t r0, size_t r1) {
