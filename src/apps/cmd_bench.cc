@@ -99,7 +99,7 @@ PrefillOps PrefillOpsPerToken(const model::ModelConfig& c, size_t t) {
   const double router = 2 * h * c.num_experts;
   const double experts = c.num_experts_per_token * 3.0 * 2 * h * c.expert_intermediate_size;
   const double attn = 2.0 * 2 * qw * (t + 1) / 2.0;
-  const double moe_layers = c.num_layers == 0 ? 0 : c.num_layers - 1 + 1.0 / t;
+  const double moe_layers = c.num_layers == 0 || t == 0 ? 0 : c.num_layers - 1 + 1.0 / t;
   return {moe_layers * experts, c.num_layers * (proj + attn) + moe_layers * router};
 }
 
