@@ -54,6 +54,7 @@ LoadOptions WeightLayoutFor(Isa isa, bool repack) {
   LoadOptions o;
   o.bf16_panels = repack && isa >= Isa::kAvx2;
   o.fp8_panels = repack && isa >= Isa::kAvx2 && isa < Isa::kAvx512Bf16;
+  o.fp8_huge_pages = repack && isa >= Isa::kAvx512Bf16;
   return o;
 }
 
@@ -141,6 +142,8 @@ kernels::WeightMatrix WeightReader::Linear(const std::string& name, size_t out, 
   if (options_.fp8_panels && w.format == kernels::WeightFormat::kFp8Block &&
       kernels::Fp8PanelRepackable(w))
     return RepackFp8Panels(w);
+  if (options_.fp8_huge_pages && w.format == kernels::WeightFormat::kFp8Block)
+    return CopyToHugePages(w);
   return w;
 }
 
@@ -165,7 +168,8 @@ uint8_t* WeightReader::AllocateRepacked(size_t bytes, const kernels::WeightMatri
   repacked_source_bytes_ += BytesOf(source);
   (into == kernels::WeightFormat::kMxfp4I8     ? repacked_mxfp4_i8_
    : into == kernels::WeightFormat::kBf16Panel ? repacked_bf16_panels_
-                                               : repacked_fp8_panels_) += bytes;
+   : into == kernels::WeightFormat::kFp8Panel  ? repacked_fp8_panels_
+                                               : repacked_fp8_copied_) += bytes;
   return mem;
 }
 
@@ -210,6 +214,19 @@ kernels::WeightMatrix WeightReader::RepackFp8Panels(const kernels::WeightMatrix&
   return out;
 }
 
+kernels::WeightMatrix WeightReader::CopyToHugePages(const kernels::WeightMatrix& w) {
+  // Rows of w.cols codes, back to back; the scales stay the checkpoint's grid, which (row0, col0)
+  // still locate.
+  auto* mem = AllocateRepacked(w.rows * w.cols, w, kernels::WeightFormat::kFp8Block);
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  for (size_t r = 0; r < w.rows; ++r) std::memcpy(mem + r * w.cols, src + r * w.row_stride, w.cols);
+  kernels::WeightMatrix out = w;
+  out.data = mem;
+  out.row_stride = w.cols;
+  if (w.rows > 0) ReleaseSourcePages(src, src + (w.rows - 1) * w.row_stride + w.cols);
+  return out;
+}
+
 std::string WeightReader::RepackedSummary() const {
   std::string out;
   auto add = [&](const char* what, size_t bytes) {
@@ -220,6 +237,7 @@ std::string WeightReader::RepackedSummary() const {
   add("MXFP4 for int8 activations", repacked_mxfp4_i8_);
   add("bf16 in 16-row panels", repacked_bf16_panels_);
   add("FP8 in 16-row panels", repacked_fp8_panels_);
+  add("FP8-block rows on huge pages", repacked_fp8_copied_);
   return out;
 }
 

@@ -49,6 +49,12 @@ struct LoadOptions {
   bool bf16_panels = false;
   // FP8-block linear weights repacked into 16-row panels (kFp8Panel, the AVX2 kernels' layout).
   bool fp8_panels = false;
+  // FP8-block linear weights (those not in panels) copied row by row into the repacked weights'
+  // memory, 2 MiB pages where THP allows: the same bytes and format. The checkpoint's mapping has
+  // 4 KiB pages, and the AVX-512 BF16 GEMV streamed them slower: decode on the FP8 bench
+  // checkpoint, 4 alternating rounds, experts 28.3 / 33.2 / 29.9 / 30.0 -> 30.2 / 37.4 / 35.0 /
+  // 37.5 GB/s, qkv 27.0 / 32.3 / 33.1 / 32.2 -> 31.2 / 37.0 / 34.9 / 36.3 GB/s (Zen 5).
+  bool fp8_huge_pages = false;
 };
 
 // The layouts the kernels of `isa` stream best, for `--weight-layout auto` (`repack` false:
@@ -116,6 +122,7 @@ class WeightReader {
   kernels::WeightMatrix RepackForInt8(const kernels::WeightMatrix& mxfp4);
   kernels::WeightMatrix RepackBf16Panels(const kernels::WeightMatrix& dense_bf16);
   kernels::WeightMatrix RepackFp8Panels(const kernels::WeightMatrix& fp8_block);
+  kernels::WeightMatrix CopyToHugePages(const kernels::WeightMatrix& fp8_block);
   // Memory for a repacked copy of `source`, kept in repacked_ and counted.
   uint8_t* AllocateRepacked(size_t bytes, const kernels::WeightMatrix& source,
                             kernels::WeightFormat into);
@@ -125,7 +132,8 @@ class WeightReader {
   LoadOptions options_;
   size_t bytes_mapped_ = 0;  // bytes of the slices this rank uses
   size_t repacked_bytes_ = 0, repacked_source_bytes_ = 0;
-  size_t repacked_mxfp4_i8_ = 0, repacked_bf16_panels_ = 0, repacked_fp8_panels_ = 0;
+  size_t repacked_mxfp4_i8_ = 0, repacked_bf16_panels_ = 0, repacked_fp8_panels_ = 0,
+         repacked_fp8_copied_ = 0;
   RepackedStore repacked_;
 };
 
