@@ -59,7 +59,8 @@ struct LoadOptions {
 
 // The layouts the kernels of `isa` stream best, for `--weight-layout auto` (`repack` false:
 // every bf16 / FP8 weight a view into the checkpoint): bf16 panels wherever a SIMD panel kernel
-// exists; FP8 panels below AVX-512 BF16, whose vdpbf16ps kernels decode FP8 rows in registers.
+// exists; FP8 panels below AVX-512 BF16, whose vdpbf16ps kernels decode FP8 rows in registers
+// (there the rows are copied onto huge pages as they are).
 LoadOptions WeightLayoutFor(Isa isa, bool repack);
 
 // Owns weights repacked at load (on huge pages where THP allows); views point into it, so it must
