@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cache/kv_pool.h"
+#include "tiny_model.h"
 
 namespace moeserve::engine {
 namespace {
@@ -57,7 +58,7 @@ class MailboxCommunicator final : public dist::Communicator {
 };
 
 // Records what each Forward was given.
-class RecordingModel final : public model::Model {
+class RecordingModel final : public TinyModel {
  public:
   struct Step {
     std::vector<int32_t> token_ids, logits_rows;
@@ -66,16 +67,7 @@ class RecordingModel final : public model::Model {
     bool has_logits = false;
   };
 
-  RecordingModel() {
-    config_.vocab_size = 16;
-    config_.num_layers = 1;
-    config_.num_kv_heads = 1;
-    config_.head_dim = 8;
-  }
-  const model::ModelConfig& config() const override { return config_; }
-  model::KvLayout kv_layout() const override { return {1, 1, 8, DType::kBF16}; }
-  size_t DecodeBytesPerToken() const override { return 0; }
-  size_t WeightBytes() const override { return 0; }
+  RecordingModel() : TinyModel(16) {}
   void Forward(const model::Batch& batch, model::KvStorage&, float* logits) override {
     Step s{batch.token_ids, batch.logits_rows, {}, {}, logits != nullptr};
     for (const model::SequenceSlice& q : batch.seqs) {
@@ -86,9 +78,6 @@ class RecordingModel final : public model::Model {
   }
 
   std::vector<Step> steps;
-
- private:
-  model::ModelConfig config_;
 };
 
 TEST(StepBroadcast, FollowerRunsRankZerosBatchWithItsLogitsRowsAndNoLmHead) {

@@ -12,6 +12,7 @@
 #include "grammar/gbnf_parser.h"
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
+#include "tiny_model.h"
 
 namespace moeserve::engine {
 namespace {
@@ -63,18 +64,9 @@ uint64_t Mix(uint64_t x) {
 
 // Logits in [0, 4): a hash of the row's token and position, with `script` (if any) strongly
 // preferred: the token script[position - prompt_len] gets +30.
-class HashModel final : public model::Model {
+class HashModel final : public TinyModel {
  public:
-  HashModel() {
-    config_.vocab_size = Vocab().model_vocab;
-    config_.num_layers = 1;
-    config_.num_kv_heads = 1;
-    config_.head_dim = 8;
-  }
-  const model::ModelConfig& config() const override { return config_; }
-  model::KvLayout kv_layout() const override { return {1, 1, 8, DType::kBF16}; }
-  size_t DecodeBytesPerToken() const override { return 0; }
-  size_t WeightBytes() const override { return 0; }
+  HashModel() : TinyModel(Vocab().model_vocab) {}
   void Forward(const model::Batch& batch, model::KvStorage&, float* logits) override {
     std::vector<size_t> position(batch.token_ids.size());
     size_t row = 0;
@@ -91,9 +83,6 @@ class HashModel final : public model::Model {
   }
   std::vector<int32_t> script;
   size_t prompt_len = 2;
-
- private:
-  model::ModelConfig config_;
 };
 
 class Sink final : public RequestSink {

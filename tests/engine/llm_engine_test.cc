@@ -12,6 +12,8 @@
 #include <functional>
 #include <thread>
 
+#include "tiny_model.h"
+
 namespace moeserve::engine {
 namespace {
 
@@ -26,18 +28,9 @@ float OtherLogprob() {
   return -std::log(std::exp(kPeak) + float(kVocab - 1));
 }
 
-class CountingModel final : public model::Model {
+class CountingModel final : public TinyModel {
  public:
-  CountingModel() {
-    config_.vocab_size = kVocab;
-    config_.num_layers = 1;
-    config_.num_kv_heads = 1;
-    config_.head_dim = 8;
-  }
-  const model::ModelConfig& config() const override { return config_; }
-  model::KvLayout kv_layout() const override { return {1, 1, 8, DType::kBF16}; }
-  size_t DecodeBytesPerToken() const override { return 0; }
-  size_t WeightBytes() const override { return 0; }
+  CountingModel() : TinyModel(kVocab) {}
 
   void Forward(const model::Batch& batch, model::KvStorage&, float* logits) override {
     batches.push_back(batch);
@@ -55,9 +48,6 @@ class CountingModel final : public model::Model {
   std::vector<model::Batch> batches;
   std::vector<std::pair<size_t, size_t>> slices;  // (num_new_tokens, context_len) in step order
   std::function<void()> during_forward;           // runs inside the step, after the logits
-
- private:
-  model::ModelConfig config_;
 };
 
 // Records every call; `aborted` is set by the test once Abort has returned.
