@@ -159,16 +159,16 @@ void GemmBf16(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_s
 void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_stride, size_t k,
              size_t rows, float* y, size_t ldy, bool accumulate);
 void SiluMul(const float* gate, const float* up, float* out, size_t n);
-// bf16 panels (bf16_panels.h) with vdpbf16ps. x: bf16-rounded f32 rows packed by PackBf16PanelX
-// into tiles of kBf16PanelXTile tokens, each [ceil(k / 2)][kBf16PanelXTile] pairs
+// bf16 panels (bf16_panels.h) with vdpbf16ps. x: f32 rows rounded to bf16 and packed by
+// PackBf16PanelX into tiles of kBf16PanelXTile tokens, each [ceil(k / 2)][kBf16PanelXTile] pairs
 // (x[t, 2i] | x[t, 2i + 1] << 16 as bf16 bits; tokens past m and the column past an odd k zero),
 // Bf16PanelXPairs(m, k) of them. y[t, r] (= or +=) for t < m, r < w.rows; any m.
 inline constexpr size_t kBf16PanelXTile = 12;
 size_t Bf16PanelXPairs(size_t m, size_t k);
 void PackBf16PanelX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* xp);
-// One token's slot of a tile (slot = the tile + its index in it): xr one bf16-rounded row (k
-// values), or null for a padding slot (zeros). Tokens pack independently, so threads can split.
-void PackBf16PanelXSlot(const float* xr, size_t k, uint32_t* slot);
+// One tile: rows[t] token t's k values (rounded to bf16 here, exactly as F32ToBf16), or null for
+// a padding slot (zeros). Tiles pack independently, so threads can split them.
+void PackBf16PanelXTile(const float* const rows[kBf16PanelXTile], size_t k, uint32_t* tile);
 void MatMulBf16Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                       bool accumulate);
 // As avx2::MatMulMxfp4I8 (same contract, bit for bit), with AVX-512 VNNI (vpdpbusd): two row

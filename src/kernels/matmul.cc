@@ -122,30 +122,30 @@ PreparedX PrepareRows(KernelContext& ctx, const WeightMatrix& w, const float* x,
   px.ld = (k + 31) / 32 * 32;
   // Whole x for a panel kernel: packed here once, a tile of tokens per task, instead of by every
   // thread in the row kernels (each packed all of x: ~2% of a 512-token prefill on Zen 4, 2
-  // threads). pack_slot(row or null for padding, tile, slot in the tile).
-  const auto pack_tiles = [&](size_t tile_tokens, const auto& pack_slot) {
-    auto pack = [&, ld = px.ld](size_t tile0, size_t tile1, size_t thread) {
-      float* row = ctx.worker(thread).x_row.As<float>(ld);
-      for (size_t tile = tile0; tile < tile1; ++tile)
-        for (size_t s = 0; s < tile_tokens; ++s) {
-          const size_t i = tile * tile_tokens + s;
-          if (i < m) kern.round_row_to_bf16(src(i), k, row, ld);
-          pack_slot(i < m ? row : nullptr, tile, s);
-        }
+  // threads). pack_tile(tile, thread).
+  const auto for_tiles = [&](size_t tile_tokens, const auto& pack_tile) {
+    auto range = [&](size_t tile0, size_t tile1, size_t thread) {
+      for (size_t tile = tile0; tile < tile1; ++tile) pack_tile(tile, thread);
     };
     const size_t tiles = (m + tile_tokens - 1) / tile_tokens;
     if (parallel)
-      ctx.pool().ParallelForWithThread(tiles, 1, pack);
+      ctx.pool().ParallelForWithThread(tiles, 1, range);
     else
-      pack(0, tiles, 0);
+      range(0, tiles, 0);
   };
   switch (layout) {
     case XLayout::kPanelPairs: {
       constexpr size_t kTile = avx512bf16::kBf16PanelXTile;
       const size_t pairs = (k + 1) / 2;
       uint32_t* xp = buf.As<uint32_t>(avx512bf16::Bf16PanelXPairs(m, k));
-      pack_tiles(kTile, [&](const float* row, size_t tile, size_t s) {
-        avx512bf16::PackBf16PanelXSlot(row, k, xp + tile * pairs * kTile + s);
+      // Straight from x: the tile packer rounds as it packs.
+      for_tiles(kTile, [&](size_t tile, size_t) {
+        const float* rows[kTile];
+        for (size_t s = 0; s < kTile; ++s) {
+          const size_t i = tile * kTile + s;
+          rows[s] = i < m ? src(i) : nullptr;
+        }
+        avx512bf16::PackBf16PanelXTile(rows, k, xp + tile * pairs * kTile);
       });
       px.panel_pairs = xp;
       return px;
@@ -153,8 +153,13 @@ PreparedX PrepareRows(KernelContext& ctx, const WeightMatrix& w, const float* x,
     case XLayout::kPackedTiles: {
       constexpr size_t kTile = avx2::kPackedXTile;
       float* xp = buf.As<float>(avx2::PackedXFloats(m, k));
-      pack_tiles(kTile, [&](const float* row, size_t tile, size_t s) {
-        avx2::PackXSlot(row, k, xp + tile * kTile * k + s);
+      for_tiles(kTile, [&, ld = px.ld](size_t tile, size_t thread) {
+        float* row = ctx.worker(thread).x_row.As<float>(ld);
+        for (size_t s = 0; s < kTile; ++s) {
+          const size_t i = tile * kTile + s;
+          if (i < m) kern.round_row_to_bf16(src(i), k, row, ld);
+          avx2::PackXSlot(i < m ? row : nullptr, k, xp + tile * kTile * k + s);
+        }
       });
       px.packed_f32 = xp;
       return px;

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/internal.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/moe.h"
@@ -162,6 +163,46 @@ TEST_P(Bf16PanelsEveryIsa, MoeExpertsMatchesDenseReference) {
     for (float v : ref) scale = std::max(scale, double{std::fabs(v)});
     for (size_t i = 0; i < out.size(); ++i)
       ASSERT_NEAR(out[i], ref[i], scale / 128 + 1e-30) << IsaName(isa) << " m " << m << " i " << i;
+  }
+}
+
+// The AVX-512 tile packer rounds each value exactly as F32ToBf16 (ties to even, NaNs kept and
+// made quiet, overflow to infinity, subnormals kept) and lays out every pair, padding slot and
+// odd last column as the layout says (internal.h), for k on and off its 16-pair steps.
+TEST(Bf16Panels, XTilePackerRoundsExactlyAsF32ToBf16) {
+  if (BestIsa() < Isa::kAvx512Bf16)
+    GTEST_SKIP() << "avx512bf16 is not available on this machine (it runs " << IsaName(BestIsa())
+                 << ")";
+  constexpr size_t kTile = avx512bf16::kBf16PanelXTile;
+  std::mt19937 rng(8);
+  const uint32_t specials[] = {0x7f800001u, 0xffc00123u, 0x7f800000u, 0xff800000u,
+                               0x3f808000u, 0x3f818000u, 0x00000001u, 0x007fffffu,
+                               0x80008000u, 0x7f7fffffu, 0x00000000u, 0x80000000u};
+  for (size_t k : {1, 2, 3, 31, 32, 33, 63, 64, 301}) {
+    std::vector<std::vector<float>> x(kTile);
+    const float* rows[kTile];
+    for (size_t s = 0; s < kTile; ++s) {
+      x[s] = RandomF32(k, rng, -3, 3);
+      for (size_t c = s % 3; c < k; c += 5) {
+        const uint32_t bits = specials[(c + s) % std::size(specials)];
+        std::memcpy(&x[s][c], &bits, 4);
+      }
+      rows[s] = s % 5 == 4 ? nullptr : x[s].data();  // slots 4 and 9: padding
+    }
+    const size_t pairs = (k + 1) / 2;
+    std::vector<uint32_t> tile(pairs * kTile + 16, 0xdeadbeefu);
+    avx512bf16::PackBf16PanelXTile(rows, k, tile.data());
+    for (size_t i = 0; i < pairs; ++i)
+      for (size_t s = 0; s < kTile; ++s) {
+        uint32_t want = 0;
+        if (rows[s]) {
+          want = F32ToBf16(x[s][2 * i]).bits;
+          if (2 * i + 1 < k) want |= uint32_t{F32ToBf16(x[s][2 * i + 1]).bits} << 16;
+        }
+        ASSERT_EQ(tile[i * kTile + s], want) << "k " << k << " pair " << i << " slot " << s;
+      }
+    for (size_t j = pairs * kTile; j < tile.size(); ++j)
+      ASSERT_EQ(tile[j], 0xdeadbeefu) << "wrote past the tile, k " << k;
   }
 }
 
