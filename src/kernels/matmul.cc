@@ -75,6 +75,57 @@ void CheckWeight(const WeightMatrix& w) {
 
 namespace {
 
+// Tokens per tile of a tiled x layout.
+size_t TileTokens(XLayout layout) {
+  return layout == XLayout::kPanelPairs ? avx512bf16::kBf16PanelXTile : avx2::kPackedXTile;
+}
+
+// Elements (uint32 pairs or floats) of one tile of k columns.
+size_t TileElems(XLayout layout, size_t k) {
+  return layout == XLayout::kPanelPairs ? (k + 1) / 2 * avx512bf16::kBf16PanelXTile
+                                        : k * avx2::kPackedXTile;
+}
+
+// Whole x for a panel kernel (a tiled layout), packed once for the call, a tile per task, instead
+// of by every thread in the row kernels (each packed all of x: ~2% of a 512-token prefill on Zen
+// 4, 2 threads). Slot s of tile t holds x row row_of(t, s) (k values), or zeros for null.
+template <typename RowOf>
+PreparedX PackTiles(KernelContext& ctx, XLayout layout, size_t k, size_t tiles, ScratchBuffer& buf,
+                    bool parallel, const RowOf& row_of) {
+  const IsaKernels& kern = ctx.kernels();
+  const size_t tt = TileTokens(layout), elems = TileElems(layout, k);
+  PreparedX px;
+  px.ld = (k + 31) / 32 * 32;
+  uint32_t* pairs = nullptr;
+  float* packed = nullptr;
+  if (layout == XLayout::kPanelPairs)
+    px.panel_pairs = pairs = buf.As<uint32_t>(tiles * elems);
+  else
+    px.packed_f32 = packed = buf.As<float>(tiles * elems);
+  auto range = [&](size_t tile0, size_t tile1, size_t thread) {
+    for (size_t tile = tile0; tile < tile1; ++tile) {
+      if (pairs) {
+        // Straight from x: the tile packer rounds as it packs.
+        const float* rows[avx512bf16::kBf16PanelXTile];
+        for (size_t s = 0; s < tt; ++s) rows[s] = row_of(tile, s);
+        avx512bf16::PackBf16PanelXTile(rows, k, pairs + tile * elems);
+        continue;
+      }
+      float* row = ctx.worker(thread).x_row.As<float>(px.ld);
+      for (size_t s = 0; s < tt; ++s) {
+        const float* xr = row_of(tile, s);
+        if (xr) kern.round_row_to_bf16(xr, k, row, px.ld);
+        avx2::PackXSlot(xr ? row : nullptr, k, packed + tile * elems + s);
+      }
+    }
+  };
+  if (parallel)
+    ctx.pool().ParallelForWithThread(tiles, 1, range);
+  else
+    range(0, tiles, 0);
+  return px;
+}
+
 // Row i of the prepared x from x row rows[i] (rows: null for the identity), on the pool's threads
 // (`parallel`) or on the calling one, in the layout the ISA's table asks for w's kind.
 // `whole`: the result serves whole-x calls only (never Rows()), so layouts tiled across rows
@@ -120,50 +171,17 @@ PreparedX PrepareRows(KernelContext& ctx, const WeightMatrix& w, const float* x,
   }
   // Rows padded to 32 elements: whole vectors, even for pairs; the padding is zero.
   px.ld = (k + 31) / 32 * 32;
-  // Whole x for a panel kernel: packed here once, a tile of tokens per task, instead of by every
-  // thread in the row kernels (each packed all of x: ~2% of a 512-token prefill on Zen 4, 2
-  // threads). pack_tile(tile, thread).
-  const auto for_tiles = [&](size_t tile_tokens, const auto& pack_tile) {
-    auto range = [&](size_t tile0, size_t tile1, size_t thread) {
-      for (size_t tile = tile0; tile < tile1; ++tile) pack_tile(tile, thread);
-    };
-    const size_t tiles = (m + tile_tokens - 1) / tile_tokens;
-    if (parallel)
-      ctx.pool().ParallelForWithThread(tiles, 1, range);
-    else
-      range(0, tiles, 0);
-  };
+  if (layout == XLayout::kPanelPairs || layout == XLayout::kPackedTiles) {
+    const size_t tt = TileTokens(layout);
+    PreparedX tiled =
+        PackTiles(ctx, layout, k, (m + tt - 1) / tt, buf, parallel, [&](size_t tile, size_t s) {
+          const size_t i = tile * tt + s;
+          return i < m ? src(i) : nullptr;
+        });
+    tiled.m = m;
+    return tiled;
+  }
   switch (layout) {
-    case XLayout::kPanelPairs: {
-      constexpr size_t kTile = avx512bf16::kBf16PanelXTile;
-      const size_t pairs = (k + 1) / 2;
-      uint32_t* xp = buf.As<uint32_t>(avx512bf16::Bf16PanelXPairs(m, k));
-      // Straight from x: the tile packer rounds as it packs.
-      for_tiles(kTile, [&](size_t tile, size_t) {
-        const float* rows[kTile];
-        for (size_t s = 0; s < kTile; ++s) {
-          const size_t i = tile * kTile + s;
-          rows[s] = i < m ? src(i) : nullptr;
-        }
-        avx512bf16::PackBf16PanelXTile(rows, k, xp + tile * pairs * kTile);
-      });
-      px.panel_pairs = xp;
-      return px;
-    }
-    case XLayout::kPackedTiles: {
-      constexpr size_t kTile = avx2::kPackedXTile;
-      float* xp = buf.As<float>(avx2::PackedXFloats(m, k));
-      for_tiles(kTile, [&, ld = px.ld](size_t tile, size_t thread) {
-        float* row = ctx.worker(thread).x_row.As<float>(ld);
-        for (size_t s = 0; s < kTile; ++s) {
-          const size_t i = tile * kTile + s;
-          if (i < m) kern.round_row_to_bf16(src(i), k, row, ld);
-          avx2::PackXSlot(i < m ? row : nullptr, k, xp + tile * kTile * k + s);
-        }
-      });
-      px.packed_f32 = xp;
-      return px;
-    }
     case XLayout::kBf16: {
       bf16* out = buf.As<bf16>(m * px.ld);
       for_rows([&](size_t i) { kern.row_to_bf16(src(i), k, out + i * px.ld, px.ld); });
@@ -217,6 +235,43 @@ bool TakesQ8Rows(const KernelContext& ctx, const WeightMatrix& w) {
 PreparedX PrepareXParallel(KernelContext& ctx, const WeightMatrix& w, const float* x, size_t ldx,
                            const size_t* rows, size_t m, size_t k, ScratchBuffer& buf) {
   return PrepareRows(ctx, w, x, ldx, rows, m, k, buf, /*parallel=*/true);
+}
+
+GroupedX::GroupedX(KernelContext& ctx, const WeightMatrix& w, const float* x, size_t ldx,
+                   const size_t* rows, const size_t* offset, size_t groups, size_t k,
+                   ScratchBuffer& buf)
+    : offset_(offset) {
+  layout_ = ctx.kernels().whole_x_layout[static_cast<size_t>(KindOf(w))];
+  if (layout_ != XLayout::kPanelPairs && layout_ != XLayout::kPackedTiles) {
+    px_ = PrepareRows(ctx, w, x, ldx, rows, offset[groups], k, buf, /*parallel=*/true);
+    return;
+  }
+  // Group g's tiles start at tile_[g]; group_of_tile_ maps each tile back to its group.
+  const size_t tt = TileTokens(layout_);
+  tile_.resize(groups + 1);
+  tile_[0] = 0;
+  for (size_t g = 0; g < groups; ++g)
+    tile_[g + 1] = tile_[g] + (offset[g + 1] - offset[g] + tt - 1) / tt;
+  group_of_tile_.resize(tile_[groups]);
+  for (size_t g = 0; g < groups; ++g)
+    std::fill(group_of_tile_.begin() + tile_[g], group_of_tile_.begin() + tile_[g + 1], g);
+  tile_elems_ = TileElems(layout_, k);
+  px_ = PackTiles(ctx, layout_, k, tile_[groups], buf, /*parallel=*/true,
+                  [&](size_t tile, size_t s) -> const float* {
+                    const size_t g = group_of_tile_[tile];
+                    const size_t i = offset[g] + (tile - tile_[g]) * tt + s;
+                    return i < offset[g + 1] ? x + (rows ? rows[i] : i) * ldx : nullptr;
+                  });
+}
+
+PreparedX GroupedX::Group(size_t g) const {
+  const size_t m = offset_[g + 1] - offset_[g];
+  if (tile_.empty()) return px_.Rows(offset_[g], m);
+  PreparedX v = px_;
+  if (v.panel_pairs) v.panel_pairs += tile_[g] * tile_elems_;
+  if (v.packed_f32) v.packed_f32 += tile_[g] * tile_elems_;
+  v.m = m;
+  return v;
 }
 
 size_t MatMulRowGrain(const KernelContext& ctx, const WeightMatrix& w, size_t m) {

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "kernels/context.h"
 #include "kernels/internal.h"
+#include "kernels/isa_kernels.h"
 #include "kernels/weights.h"
 
 namespace moeserve::kernels {
@@ -23,6 +25,28 @@ void CheckWeight(const WeightMatrix& w);
 // thread while the other waited.) The result can be cut into row ranges (PreparedX::Rows).
 PreparedX PrepareXParallel(KernelContext& ctx, const WeightMatrix& w, const float* x, size_t ldx,
                            const size_t* rows, size_t m, size_t k, ScratchBuffer& buf);
+
+// x for row groups (MoeExperts: group g = rows [offset[g], offset[g + 1]) of the gathered x, one
+// expert's), prepared once on all threads, each group a whole x of its own: for the panel
+// kernels' tiled layouts a group's token tiles start at its first row, so every row range of
+// MatMulRows(Group(g), ...) reads the tiles packed here. Before, each thread packed the group's
+// x again for every row range it ran (3-4 times per expert on 2 threads) from a rounded copy of
+// all of x. Other layouts are PrepareXParallel's rows. `offset` (groups + 1 entries) must outlive
+// this object.
+class GroupedX {
+ public:
+  GroupedX(KernelContext& ctx, const WeightMatrix& w, const float* x, size_t ldx,
+           const size_t* rows, const size_t* offset, size_t groups, size_t k, ScratchBuffer& buf);
+  PreparedX Group(size_t g) const;
+
+ private:
+  PreparedX px_;
+  XLayout layout_;
+  const size_t* offset_;
+  std::vector<size_t> tile_;           // tiled layouts: group g's first tile; else empty
+  std::vector<size_t> group_of_tile_;  // the group each tile belongs to
+  size_t tile_elems_ = 0;
+};
 
 // Whether w's row ranges (MatMulRows on PreparedX::Rows) take x as int8 blocks (PreparedX::q8)
 // on the context's ISA, i.e. w is kMxfp4I8 there.

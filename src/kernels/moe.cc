@@ -20,6 +20,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -81,7 +82,7 @@ std::pair<size_t, size_t> Share(size_t n, size_t grain, size_t t, size_t threads
 // are never written: a thread's gate and up of one expert stay in its L2. MoeExperts on 256
 // random experts of the slice's shapes, 512 tokens top-8, interleaved call by call with the
 // two-run path (Zen 5, 2 threads): 134 vs 138-140 ms per layer (4-5%); decode the same.
-PreparedX FusedGateUp(KernelContext& ctx, const PreparedX& px, const MoeIndex& ix,
+PreparedX FusedGateUp(KernelContext& ctx, const GroupedX& gx, const MoeIndex& ix,
                       std::span<const size_t> active, std::span<const ExpertWeights> experts,
                       size_t inter, size_t rows, ScratchBuffer& act_x) {
   const PreparedX pa = AllocateQ8X(rows, inter, act_x);
@@ -96,7 +97,7 @@ PreparedX FusedGateUp(KernelContext& ctx, const PreparedX& px, const MoeIndex& i
     // m rows of b columns for gate, then for up; MatMulRows writes columns [a, b) of them.
     float* gate = ws.moe_gate_up.As<float>(2 * m * b);
     float* up = gate + m * b;
-    const PreparedX xe = px.Rows(ix.offset[e], m);
+    const PreparedX xe = gx.Group(e);
     MatMulRows(ctx, xe, experts[e].w1, a, b, gate, b, false, ws);
     MatMulRows(ctx, xe, experts[e].w3, a, b, up, b, false, ws);
     for (size_t i = 0; i < m; ++i) {
@@ -109,10 +110,12 @@ PreparedX FusedGateUp(KernelContext& ctx, const PreparedX& px, const MoeIndex& i
 }
 
 // Runs 1 and 2 for every other format. Run 1: gate and up into gate_up [rows, 2I] (gate in
-// columns 0..I, up in I..2I). Run 2: the activation, then its bf16 rounding / packing for w2.
-PreparedX GateUpActivation(KernelContext& ctx, const PreparedX& px, const MoeIndex& ix,
-                           std::span<const size_t> active, std::span<const ExpertWeights> experts,
-                           size_t inter, size_t rows, const WeightMatrix& w2, CallScratch& sc) {
+// columns 0..I, up in I..2I). Run 2: the activation, then its bf16 rounding / packing for w2, per
+// expert (GroupedX).
+GroupedX GateUpActivation(KernelContext& ctx, const GroupedX& gx, const MoeIndex& ix,
+                          std::span<const size_t> active, std::span<const ExpertWeights> experts,
+                          size_t num_experts, size_t inter, size_t rows, const WeightMatrix& w2,
+                          CallScratch& sc) {
   float* gate_up = sc.moe_gate_up.As<float>(rows * 2 * inter);
   // One share of each expert's 2I virtual rows per thread, handed out to whichever thread is free
   // (as FusedGateUp; shares write disjoint columns of gate_up, so the order does not matter).
@@ -124,7 +127,7 @@ PreparedX GateUpActivation(KernelContext& ctx, const PreparedX& px, const MoeInd
     const auto [b, end] = Share(2 * inter, grain, item % shares, shares);
     if (b >= end) return;
     WorkerScratch& ws = ctx.worker(t);
-    const PreparedX xe = px.Rows(ix.offset[e], m);
+    const PreparedX xe = gx.Group(e);
     float* ye = gate_up + ix.offset[e] * 2 * inter;
     // Virtual rows [0, I) are w1's, [I, 2I) are w3's.
     if (b < inter)
@@ -139,7 +142,7 @@ PreparedX GateUpActivation(KernelContext& ctx, const PreparedX& px, const MoeInd
       SiluMul(ctx, gate_up + r * 2 * inter, gate_up + r * 2 * inter + inter, act + r * inter,
               inter);
   });
-  return PrepareXParallel(ctx, w2, act, inter, nullptr, rows, inter, sc.moe_act_x);
+  return GroupedX(ctx, w2, act, inter, nullptr, ix.offset, num_experts, inter, sc.moe_act_x);
 }
 
 }  // namespace
@@ -238,14 +241,18 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
       ix.slot_at[row] = i;
     }
   }
-  // Each routed (token, slot) row converted straight from x, on all threads.
-  const PreparedX px =
-      PrepareXParallel(ctx, first->w1, x, ldx, ix.token_of, rows, hidden, sc.moe_x);
+  // Each routed (token, slot) row converted straight from x, on all threads, each expert's rows
+  // a whole x of their own.
+  const GroupedX gx(ctx, first->w1, x, ldx, ix.token_of, ix.offset, num_experts, hidden, sc.moe_x);
 
-  const PreparedX pa =
-      TakesQ8Rows(ctx, first->w2)
-          ? FusedGateUp(ctx, px, ix, active, experts, inter, rows, sc.moe_act_x)
-          : GateUpActivation(ctx, px, ix, active, experts, inter, rows, first->w2, sc);
+  // w2's x: int8 rows (FusedGateUp) or one group per expert.
+  PreparedX pa;
+  std::optional<GroupedX> ga;
+  if (TakesQ8Rows(ctx, first->w2))
+    pa = FusedGateUp(ctx, gx, ix, active, experts, inter, rows, sc.moe_act_x);
+  else
+    ga.emplace(
+        GateUpActivation(ctx, gx, ix, active, experts, num_experts, inter, rows, first->w2, sc));
 
   // Run 3: the down projection, added into y, in `chunks` column shares of H (in a grain common to
   // every m) per expert, handed out in order (expert by expert) to whichever thread is free. Why
@@ -271,7 +278,8 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
     WorkerScratch& ws = ctx.worker(t);
     // m rows of c1 columns; MatMulRows writes columns [c0, c1) of them.
     float* down = ws.moe_down.As<float>(m * c1);
-    MatMulRows(ctx, pa.Rows(ix.offset[e], m), experts[e].w2, c0, c1, down, c1, false, ws);
+    MatMulRows(ctx, ga ? ga->Group(e) : pa.Rows(ix.offset[e], m), experts[e].w2, c0, c1, down, c1,
+               false, ws);
     // Chunk j of y takes the experts in index order: wait for the previous active expert's add
     // (handed out `chunks` items earlier, so it is done or running, never waiting on this one).
     while (added[j].load(std::memory_order_acquire) != n) std::this_thread::yield();

@@ -119,7 +119,8 @@ TEST_P(Bf16PanelsEveryIsa, MatMulMatchesDenseReferenceOnOddShapes) {
 }
 
 // The MoE path splits w1 | w3 rows between threads on 16-row panels; an intermediate size that
-// is not a multiple of 16 makes w3's share start inside a panel.
+// is not a multiple of 16 makes w3's share start inside a panel. Each expert's x is packed in
+// token tiles of its own (GroupedX).
 TEST_P(Bf16PanelsEveryIsa, MoeExpertsMatchesDenseReference) {
   std::mt19937 rng(4);
   ThreadPool pool(2);
@@ -144,7 +145,8 @@ TEST_P(Bf16PanelsEveryIsa, MoeExpertsMatchesDenseReference) {
   for (size_t e = 0; e < experts; ++e)
     panel[e] = {packed[3 * e].view, packed[3 * e + 1].view, packed[3 * e + 2].view};
   const Isa isa = GetParam();
-  for (size_t m : {1, 3, 16}) {
+  // 40 tokens: ~20 rows per expert, two token tiles of the packed layouts and a partial third.
+  for (size_t m : {1, 3, 16, 40}) {
     std::vector<int32_t> idx(m * top_k);
     std::vector<float> wt(m * top_k, 0.5f);
     for (size_t t = 0; t < m; ++t)
