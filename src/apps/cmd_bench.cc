@@ -159,9 +159,13 @@ int RunBench(const BenchOptions& o) {
   if (o.batch_tokens != "same") batch_modes.push_back("distinct");
   if (o.batch_tokens != "distinct") batch_modes.push_back("same");
   std::vector<std::vector<double>> batch_step_s(batch_modes.size());  // per mode
+  // One read-probe pass after every timed decode step: the bandwidth of the same moments, which
+  // on a shared machine can differ from the best pass of the roofline's probe by half.
+  kernels::ReadBandwidthProbe probe(session->kernels());
+  std::vector<double> step_probe_gbps;
   for (size_t run = 0; run < o.runs + 1; ++run) {  // run 0 warms caches and page tables
     if (run > 0) {
-      const kernels::Roofline roof = kernels::MeasureRoofline(session->kernels());
+      const kernels::Roofline roof = kernels::MeasureRoofline(session->kernels(), &probe);
       read_gbps.push_back(roof.read_gbps);
       bf16_gflops.push_back(roof.bf16_fma_gflops);
       f32_gflops.push_back(roof.f32_fma_gflops);
@@ -180,16 +184,19 @@ int RunBench(const BenchOptions& o) {
     int32_t token = 0;
     profile.Reset();
     c0 = comm.SecondsInCollectives();
-    t0 = Now();
+    double decode_s = 0;  // the steps' own time, without the probe passes between them
     for (size_t i = 0; i < o.decode_tokens; ++i) {
       model::Batch step;
       step.token_ids = {token};
       step.seqs.push_back({1, prompt.size() + i, table});
       step.logits_rows = {0};
+      t0 = Now();
       model->Forward(step, kv, logits.data());
       token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      decode_s += Now() - t0;
+      if (run > 0) step_probe_gbps.push_back(probe.PassGbps());
     }
-    const double decode_s = Now() - t0, decode_c = comm.SecondsInCollectives() - c0;
+    const double decode_c = comm.SecondsInCollectives() - c0;
     if (run > 0 && o.profile) decode_phases.Add(profile, decode_s, o.decode_tokens);
     profile.enabled = false;  // the batched steps are not profiled
 
@@ -273,6 +280,13 @@ int RunBench(const BenchOptions& o) {
       "decode (batch 1): %.2f tok/s; %.1f MB of weights per token -> %.1f GB/s = %.0f%% of the "
       "read bandwidth  [median of %zu]\n",
       d, bytes / 1e6, gbps, 100 * gbps / roof.read_gbps, o.runs);
+  if (!step_probe_gbps.empty()) {
+    const double between = Median(step_probe_gbps);
+    std::printf(
+        "decode (batch 1) against a read-probe pass run after each of its steps (the bandwidth of "
+        "the same moments): median pass %.1f GB/s, decode %.0f%% of it  [%zu passes]\n",
+        between, 100 * gbps / between, step_probe_gbps.size());
+  }
   for (size_t mode = 0; mode < batch_modes.size(); ++mode) {
     if (batch_step_s[mode].empty()) continue;
     const double step = Median(batch_step_s[mode]), all = static_cast<double>(model->WeightBytes());

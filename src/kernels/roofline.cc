@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 #include <vector>
 
 #include "core/check.h"
@@ -32,44 +33,52 @@ double BestSeconds(
   return best;
 }
 
+constexpr size_t kProbeFloats = (size_t{1} << 30) / sizeof(float), kPassFloats = kProbeFloats / 32;
+
+// Thread t's part [begin, end) of the `len` floats from `begin`, in whole cache lines.
+std::pair<size_t, size_t> Part(size_t begin, size_t len, size_t t, size_t nt) {
+  const size_t chunk = len / nt / 64 * 64;
+  const size_t b = begin + chunk * t, e = t + 1 == nt ? begin + len : b + chunk;
+  return {b, e};
+}
+
 }  // namespace
 
-Roofline MeasureRoofline(KernelContext& ctx) {
+ReadBandwidthProbe::ReadBandwidthProbe(KernelContext& ctx)
+    : ctx_(ctx), sinks_(ctx.pool().num_threads()) {
+  buf_ = reinterpret_cast<float*>(arena_.Allocate(kProbeFloats * sizeof(float)));
+  ctx.pool().Run([&](size_t t, size_t nt) {
+    for (size_t p = 0; p < kProbeFloats; p += kPassFloats) {
+      auto [b, e] = Part(p, kPassFloats, t, nt);
+      std::fill(buf_ + b, buf_ + e, 1.0f);
+    }
+  });
+}
+
+double ReadBandwidthProbe::PassGbps() {
+  const size_t begin = (pass_index_++ % 32) * kPassFloats;
+  const IsaKernels& kern = ctx_.kernels();
+  const auto t0 = std::chrono::steady_clock::now();
+  ctx_.pool().Run([&](size_t t, size_t nt) {
+    auto [b, e] = Part(begin, kPassFloats, t, nt);
+    sinks_[t] = kern.sum_buffer(buf_ + b, e - b);
+  });
+  return kPassFloats * sizeof(float) / Seconds(t0, std::chrono::steady_clock::now()) / 1e9;
+}
+
+Roofline MeasureRoofline(KernelContext& ctx, ReadBandwidthProbe* probe) {
   const IsaKernels& kern = ctx.kernels();
   ThreadPool& pool = ctx.pool();
   Roofline roof;
   const size_t threads = pool.num_threads();
 
-  // Read bandwidth: a 1 GiB buffer (32x a 32 MiB LLC) read in 32 MiB passes in rotation (a pass
-  // was last touched 1 GiB of reads ago, so it comes from DRAM), each thread summing
-  // its own contiguous part (pages first touched by the thread that reads them). Many short passes,
-  // best one kept: on a shared machine a long pass is rarely run with every thread on a core.
-  // On huge pages where THP allows, as the repacked weights are: the machine's best.
-  const size_t n = (size_t{1} << 30) / sizeof(float), pass = n / 32;
-  HugePageArena arena;
-  float* buf = reinterpret_cast<float*>(arena.Allocate(n * sizeof(float)));
-  auto part = [&](size_t begin, size_t len, size_t t, size_t nt) {
-    const size_t chunk = len / nt / 64 * 64;
-    const size_t b = begin + chunk * t, e = t + 1 == nt ? begin + len : b + chunk;
-    return std::pair<size_t, size_t>{b, e};
-  };
-  pool.Run([&](size_t t, size_t nt) {
-    for (size_t p = 0; p < n; p += pass) {
-      auto [b, e] = part(p, pass, t, nt);
-      std::fill(buf + b, buf + e, 1.0f);
-    }
-  });
-  std::vector<double> sinks(threads);
-  size_t pass_index = 0;
-  const double read_s = BestSeconds(
-      pool, 96,
-      [&](size_t t, size_t nt) {
-        // Every thread computes the same pass index from the shared counter's value at entry.
-        auto [b, e] = part((pass_index % 32) * pass, pass, t, nt);
-        sinks[t] = kern.sum_buffer(buf + b, e - b);
-      },
-      [&] { ++pass_index; });
-  roof.read_gbps = pass * sizeof(float) / read_s / 1e9;
+  // Read bandwidth: many short passes, the best one kept: on a shared machine a long pass is
+  // rarely run with every thread on a core. On huge pages: the machine's best.
+  {
+    std::optional<ReadBandwidthProbe> own;
+    if (!probe) probe = &own.emplace(ctx);
+    for (int r = 0; r < 96; ++r) roof.read_gbps = std::max(roof.read_gbps, probe->PassGbps());
+  }
 
   // Compute peaks: ~1 ms per run (short, for the same reason), independent chains in registers,
   // all threads, best of 30: with only a few runs, one preempted thread on a shared machine

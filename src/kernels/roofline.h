@@ -1,7 +1,11 @@
 // What this machine can do, measured: the denominators of every performance figure we print.
 #pragma once
 
+#include <cstddef>
+#include <vector>
+
 #include "kernels/context.h"
+#include "runtime/huge_page_arena.h"
 
 namespace moeserve::kernels {
 
@@ -15,7 +19,28 @@ struct Roofline {
   double int8_dot_gops = 0;
 };
 
-// Takes ~1 s. Uses every thread of the context's pool and its ISA's instructions.
-Roofline MeasureRoofline(KernelContext& ctx);
+// The read-bandwidth probe: a 1 GiB buffer on huge pages (where THP allows, as the repacked
+// weights are) read in 32 MiB passes in rotation, so a pass was last touched 1 GiB of reads ago
+// and comes from DRAM; each thread sums its own contiguous part (pages first touched by the
+// thread that reads them), with the ISA's streaming loop. MeasureRoofline keeps the best of 96
+// passes; a benchmark can also run single passes between its own steps, to compare them with
+// the bandwidth of the same moment (a shared machine's moves within seconds).
+class ReadBandwidthProbe {
+ public:
+  explicit ReadBandwidthProbe(KernelContext& ctx);
+  // One pass on every pool thread; its bandwidth in GB/s.
+  double PassGbps();
+
+ private:
+  KernelContext& ctx_;
+  HugePageArena arena_;
+  float* buf_ = nullptr;
+  size_t pass_index_ = 0;
+  std::vector<double> sinks_;
+};
+
+// Takes ~1 s. Uses every thread of the context's pool and its ISA's instructions; `probe`: the
+// read probe to use (null: one of its own, 1 GiB for the call).
+Roofline MeasureRoofline(KernelContext& ctx, ReadBandwidthProbe* probe = nullptr);
 
 }  // namespace moeserve::kernels
