@@ -188,8 +188,8 @@ struct PreparedX {
   const bf16* b16 = nullptr;   // [m, ld]: x as bf16 pairs (bf16 W on avx512bf16)
   Q8Rows q8;                   // x quantized to int8 blocks (kMxfp4I8 W), else q8.q null
   // x packed once for avx512bf16::MatMulBf16Panels (kBf16Panel W on avx512bf16, when the whole x
-  // is prepared for one call: its tiles of 12 tokens cannot be cut at any row); else null, and
-  // each thread packs f32 itself.
+  // is prepared for one call, or one MoE expert's rows (GroupedX): its tiles of 12 tokens cannot
+  // be cut at any row); else null, and each thread packs f32 itself.
   const uint32_t* panel_pairs = nullptr;
   // Likewise x packed once by avx2::PackX for the AVX2 panel kernels (bf16 and FP8 panels).
   const float* packed_f32 = nullptr;

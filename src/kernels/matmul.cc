@@ -241,13 +241,13 @@ GroupedX::GroupedX(KernelContext& ctx, const WeightMatrix& w, const float* x, si
                    const size_t* rows, const size_t* offset, size_t groups, size_t k,
                    ScratchBuffer& buf)
     : offset_(offset) {
-  layout_ = ctx.kernels().whole_x_layout[static_cast<size_t>(KindOf(w))];
-  if (layout_ != XLayout::kPanelPairs && layout_ != XLayout::kPackedTiles) {
+  const XLayout layout = ctx.kernels().whole_x_layout[static_cast<size_t>(KindOf(w))];
+  if (layout != XLayout::kPanelPairs && layout != XLayout::kPackedTiles) {
     px_ = PrepareRows(ctx, w, x, ldx, rows, offset[groups], k, buf, /*parallel=*/true);
     return;
   }
   // Group g's tiles start at tile_[g]; group_of_tile_ maps each tile back to its group.
-  const size_t tt = TileTokens(layout_);
+  const size_t tt = TileTokens(layout);
   tile_.resize(groups + 1);
   tile_[0] = 0;
   for (size_t g = 0; g < groups; ++g)
@@ -255,8 +255,8 @@ GroupedX::GroupedX(KernelContext& ctx, const WeightMatrix& w, const float* x, si
   group_of_tile_.resize(tile_[groups]);
   for (size_t g = 0; g < groups; ++g)
     std::fill(group_of_tile_.begin() + tile_[g], group_of_tile_.begin() + tile_[g + 1], g);
-  tile_elems_ = TileElems(layout_, k);
-  px_ = PackTiles(ctx, layout_, k, tile_[groups], buf, /*parallel=*/true,
+  tile_elems_ = TileElems(layout, k);
+  px_ = PackTiles(ctx, layout, k, tile_[groups], buf, /*parallel=*/true,
                   [&](size_t tile, size_t s) -> const float* {
                     const size_t g = group_of_tile_[tile];
                     const size_t i = offset[g] + (tile - tile_[g]) * tt + s;

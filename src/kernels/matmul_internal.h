@@ -41,7 +41,6 @@ class GroupedX {
 
  private:
   PreparedX px_;
-  XLayout layout_;
   const size_t* offset_;
   std::vector<size_t> tile_;           // tiled layouts: group g's first tile; else empty
   std::vector<size_t> group_of_tile_;  // the group each tile belongs to
