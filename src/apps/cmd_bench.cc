@@ -52,7 +52,9 @@ struct PhaseTotals {
 
 // One line per phase: time per step, its share of the step, and for phases that read weights
 // the bytes per step and the bandwidth they streamed at against the read probe.
-void PrintPhases(const char* title, const PhaseTotals& t, double read_gbps) {
+// pass_gbps: the median of the probe passes run between these steps (0: none were), a second
+// reference for the phases that read weights.
+void PrintPhases(const char* title, const PhaseTotals& t, double read_gbps, double pass_gbps = 0) {
   if (t.steps == 0) return;
   const double per_step = t.step_seconds / static_cast<double>(t.steps);
   std::printf("%s: %.3f ms per step, mean of %zu steps (rank 0)\n", title, per_step * 1e3, t.steps);
@@ -63,9 +65,12 @@ void PrintPhases(const char* title, const PhaseTotals& t, double read_gbps) {
     phases += s;
     std::printf("  %-26s %8.3f ms %5.1f%%", model::PhaseName(static_cast<model::Phase>(i)), s * 1e3,
                 100 * s / per_step);
-    if (bytes > 0 && s > 0)
+    if (bytes > 0 && s > 0) {
       std::printf("  %8.1f MB  %6.1f GB/s = %3.0f%% of the read probe", bytes / 1e6,
                   bytes / s / 1e9, 100 * bytes / s / 1e9 / read_gbps);
+      if (pass_gbps > 0)
+        std::printf(", %3.0f%% of the passes between steps", 100 * bytes / s / 1e9 / pass_gbps);
+    }
     std::printf("\n");
   }
   const double rest = per_step - phases;
@@ -299,7 +304,8 @@ int RunBench(const BenchOptions& o) {
   if (o.profile) {
     std::printf("\nwhere the time goes (--profile; the timers add a clock read per phase):\n");
     PrintPhases("prefill", prefill_phases, roof.read_gbps);
-    PrintPhases("decode (batch 1)", decode_phases, roof.read_gbps);
+    PrintPhases("decode (batch 1)", decode_phases, roof.read_gbps,
+                step_probe_gbps.empty() ? 0 : Median(step_probe_gbps));
   }
   if (comm.size() > 1)
     std::printf(
