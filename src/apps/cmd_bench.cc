@@ -285,8 +285,8 @@ int RunBench(const BenchOptions& o) {
       "decode (batch 1): %.2f tok/s; %.1f MB of weights per token -> %.1f GB/s = %.0f%% of the "
       "read bandwidth  [median of %zu]\n",
       d, bytes / 1e6, gbps, 100 * gbps / roof.read_gbps, o.runs);
-  if (!step_probe_gbps.empty()) {
-    const double between = Median(step_probe_gbps);
+  const double between = step_probe_gbps.empty() ? 0 : Median(step_probe_gbps);
+  if (between > 0) {
     std::printf(
         "decode (batch 1) against a read-probe pass run after each of its steps (the bandwidth of "
         "the same moments): median pass %.1f GB/s, decode %.0f%% of it  [%zu passes]\n",
@@ -304,8 +304,7 @@ int RunBench(const BenchOptions& o) {
   if (o.profile) {
     std::printf("\nwhere the time goes (--profile; the timers add a clock read per phase):\n");
     PrintPhases("prefill", prefill_phases, roof.read_gbps);
-    PrintPhases("decode (batch 1)", decode_phases, roof.read_gbps,
-                step_probe_gbps.empty() ? 0 : Median(step_probe_gbps));
+    PrintPhases("decode (batch 1)", decode_phases, roof.read_gbps, between);
   }
   if (comm.size() > 1)
     std::printf(

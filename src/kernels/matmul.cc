@@ -246,22 +246,27 @@ GroupedX::GroupedX(KernelContext& ctx, const WeightMatrix& w, const float* x, si
     px_ = PrepareRows(ctx, w, x, ldx, rows, offset[groups], k, buf, /*parallel=*/true);
     return;
   }
-  // Group g's tiles start at tile_[g]; group_of_tile_ maps each tile back to its group.
+  // Group g's tiles are [tile_[g], tile_[g + 1]).
   const size_t tt = TileTokens(layout);
   tile_.resize(groups + 1);
   tile_[0] = 0;
   for (size_t g = 0; g < groups; ++g)
     tile_[g + 1] = tile_[g] + (offset[g + 1] - offset[g] + tt - 1) / tt;
-  group_of_tile_.resize(tile_[groups]);
-  for (size_t g = 0; g < groups; ++g)
-    std::fill(group_of_tile_.begin() + tile_[g], group_of_tile_.begin() + tile_[g + 1], g);
   tile_elems_ = TileElems(layout, k);
   px_ = PackTiles(ctx, layout, k, tile_[groups], buf, /*parallel=*/true,
                   [&](size_t tile, size_t s) -> const float* {
-                    const size_t g = group_of_tile_[tile];
+                    // The last group starting at or before the tile: groups without rows start
+                    // where the next one does, so this is the one the tile belongs to.
+                    const size_t g =
+                        std::upper_bound(tile_.begin(), tile_.end(), tile) - tile_.begin() - 1;
                     const size_t i = offset[g] + (tile - tile_[g]) * tt + s;
                     return i < offset[g + 1] ? x + (rows ? rows[i] : i) * ldx : nullptr;
                   });
+}
+
+GroupedX GroupedX::OfRows(const PreparedX& px, const size_t* offset) {
+  if (px.panel_pairs || px.packed_f32) __builtin_trap();  // tiled across rows: not groupable
+  return GroupedX(px, offset);
 }
 
 PreparedX GroupedX::Group(size_t g) const {

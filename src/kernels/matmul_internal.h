@@ -37,13 +37,16 @@ class GroupedX {
  public:
   GroupedX(KernelContext& ctx, const WeightMatrix& w, const float* x, size_t ldx,
            const size_t* rows, const size_t* offset, size_t groups, size_t k, ScratchBuffer& buf);
+  // Groups of an x prepared in rows (not tiled) elsewhere, e.g. AllocateQ8X filled by the caller.
+  static GroupedX OfRows(const PreparedX& px, const size_t* offset);
   PreparedX Group(size_t g) const;
 
  private:
+  GroupedX(const PreparedX& px, const size_t* offset) : px_(px), offset_(offset) {}
+
   PreparedX px_;
   const size_t* offset_;
-  std::vector<size_t> tile_;           // tiled layouts: group g's first tile; else empty
-  std::vector<size_t> group_of_tile_;  // the group each tile belongs to
+  std::vector<size_t> tile_;  // tiled layouts: group g's first tile (groups + 1); else empty
   size_t tile_elems_ = 0;
 };
 

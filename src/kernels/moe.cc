@@ -20,7 +20,6 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
-#include <optional>
 #include <thread>
 #include <vector>
 
@@ -245,14 +244,12 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
   // a whole x of their own.
   const GroupedX gx(ctx, first->w1, x, ldx, ix.token_of, ix.offset, num_experts, hidden, sc.moe_x);
 
-  // w2's x: int8 rows (FusedGateUp) or one group per expert.
-  PreparedX pa;
-  std::optional<GroupedX> ga;
-  if (TakesQ8Rows(ctx, first->w2))
-    pa = FusedGateUp(ctx, gx, ix, active, experts, inter, rows, sc.moe_act_x);
-  else
-    ga.emplace(
-        GateUpActivation(ctx, gx, ix, active, experts, num_experts, inter, rows, first->w2, sc));
+  // w2's x, one group per expert: int8 rows (FusedGateUp) or the format's own preparation.
+  const GroupedX ga =
+      TakesQ8Rows(ctx, first->w2)
+          ? GroupedX::OfRows(FusedGateUp(ctx, gx, ix, active, experts, inter, rows, sc.moe_act_x),
+                             ix.offset)
+          : GateUpActivation(ctx, gx, ix, active, experts, num_experts, inter, rows, first->w2, sc);
 
   // Run 3: the down projection, added into y, in `chunks` column shares of H (in a grain common to
   // every m) per expert, handed out in order (expert by expert) to whichever thread is free. Why
@@ -278,8 +275,7 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
     WorkerScratch& ws = ctx.worker(t);
     // m rows of c1 columns; MatMulRows writes columns [c0, c1) of them.
     float* down = ws.moe_down.As<float>(m * c1);
-    MatMulRows(ctx, ga ? ga->Group(e) : pa.Rows(ix.offset[e], m), experts[e].w2, c0, c1, down, c1,
-               false, ws);
+    MatMulRows(ctx, ga.Group(e), experts[e].w2, c0, c1, down, c1, false, ws);
     // Chunk j of y takes the experts in index order: wait for the previous active expert's add
     // (handed out `chunks` items earlier, so it is done or running, never waiting on this one).
     while (added[j].load(std::memory_order_acquire) != n) std::this_thread::yield();

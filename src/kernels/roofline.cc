@@ -20,15 +20,13 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 }
 
 // Best of `reps` timings of fn run on every thread at once (the slowest thread counts).
-template <typename Fn, typename Between = void (*)()>
-double BestSeconds(
-    ThreadPool& pool, int reps, const Fn& fn, const Between& between = [] {}) {
+template <typename Fn>
+double BestSeconds(ThreadPool& pool, int reps, const Fn& fn) {
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     pool.Run([&](size_t thread, size_t threads) { fn(thread, threads); });
     best = std::min(best, Seconds(t0, std::chrono::steady_clock::now()));
-    between();
   }
   return best;
 }
