@@ -137,13 +137,13 @@ void GemvFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y
              bool accumulate);
 void GemvMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
                bool accumulate);
-// Quantized GEMM: 32-row panels decoded to bf16 in `panel` (32·k elements) and packed as
-// GemmBf16 packs (pack: PackElemsGemmBf16(k)). MXFP4 then runs GemmBf16's tiles; FP8 runs its own
-// tile that keeps a per-block and a total accumulator in registers and applies each 128-column
-// block's scales with one FMA per block (`scales`: 32 · blocks floats). col0 must be even for
-// FP8 (else GEMV is used).
+// Quantized GEMM: 32-row panels decoded to bf16 in GemmBf16's packed layout (pack:
+// PackElemsGemmBf16(k)); MXFP4 through a panel of rows (`panel`: 32·k elements) and GemmBf16's
+// pack, then GemmBf16's tiles; FP8 straight into the pack, then a tile of its own that keeps a
+// per-block accumulator in registers and applies each 128-column block's scales with one FMA per
+// block into a total (`scales`: 32 · blocks floats). col0 must be even for FP8 (else GEMV).
 void GemmFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
-             bool accumulate, bf16* panel, bf16* pack, float* scales);
+             bool accumulate, bf16* pack, float* scales);
 void GemmMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
                bool accumulate, bf16* panel, bf16* pack);
 // pack[p][j][2] = W[j][2p .. 2p+1] for j < 32 (zero beyond `rows` and `k`): GemmBf16's layout.

@@ -192,8 +192,8 @@ void Avx512DenseBf16Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, s
   avx512bf16::GemmBf16(x.b16, x.ld, x.m, wn, w.row_stride, k, rows, y + n0, ldy, accumulate, pack);
 }
 
-// FP8-block and MXFP4 codes decoded to exact bf16 (in registers for the GEMV, into 32-row panels
-// for the GEMM) and fed to vdpbf16ps.
+// FP8-block and MXFP4 codes decoded to exact bf16 (in registers for the GEMV, into packed 32-row
+// panels for the GEMM) and fed to vdpbf16ps.
 void Avx512QuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                      size_t ldy, bool accumulate, WorkerScratch& s) {
   const QuantRows q = QuantView(w, n0, n1);
@@ -204,12 +204,12 @@ void Avx512QuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_
     if (fp8) return avx512bf16::GemvFp8(x.b16, x.ld, x.m, q, yn, ldy, accumulate);
     return avx512bf16::GemvMxfp4(x.b16, x.ld, x.m, q, yn, ldy, accumulate);
   }
-  bf16* panel = s.panel.As<bf16>(32 * ((k + 31) / 32 * 32));
   bf16* pack = s.pack.As<bf16>(avx512bf16::PackElemsGemmBf16(k));
   if (fp8) {
     float* scales = s.fp8_scales.As<float>(32 * ((k + 127) / 128 + 2));
-    return avx512bf16::GemmFp8(x.b16, x.ld, x.m, q, yn, ldy, accumulate, panel, pack, scales);
+    return avx512bf16::GemmFp8(x.b16, x.ld, x.m, q, yn, ldy, accumulate, pack, scales);
   }
+  bf16* panel = s.panel.As<bf16>(32 * ((k + 31) / 32 * 32));
   avx512bf16::GemmMxfp4(x.b16, x.ld, x.m, q, yn, ldy, accumulate, panel, pack);
 }
 

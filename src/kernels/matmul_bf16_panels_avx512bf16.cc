@@ -12,7 +12,8 @@
 //
 // Numerics: x rounded to bf16, products exact in f32, sums in f32 in the kernel's order (per lane
 // the pair's two products, column pair by column pair; the GEMV's two chains added at the end):
-// as the AVX2 panel kernel, only the order differs. vdpbf16ps flushes bf16 subnormals (below 2^-126) to zero.
+// as the AVX2 panel kernel, only the order differs. vdpbf16ps flushes bf16 subnormals (below
+// 2^-126) to zero.
 #include <immintrin.h>
 
 #include <cstdint>

@@ -25,6 +25,7 @@
 #include "core/check.h"
 #include "kernels/internal.h"
 #include "kernels/simd_math_avx512.h"
+#include "kernels/transpose_avx512.h"
 
 namespace moeserve::kernels::avx512bf16 {
 namespace {
@@ -58,6 +59,31 @@ inline __m512i Fp8ToBf16(__m512i u, __m512i sub_lut) {
 
 inline __m512i LoadFp8(const uint8_t* p, __mmask32 mask) {
   return _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(mask, p));
+}
+
+// Rows [r0, r0 + nr) (nr ≤ 32) of an FP8 range decoded to bf16 in GemmBf16's packed layout:
+// column pair p of row r as the int32 at pack + (p · 32 + r) · 2 elements (rows ≥ nr and columns
+// ≥ k zero); the next panel's codes requested into L2, a line per 64 codes of each row.
+inline void DecodeFp8Packed(const QuantRows& w, size_t r0, size_t nr, bf16* pack, __m512i sub_lut) {
+  const size_t pairs = (w.k + 1) / 2;
+  int32_t* out = reinterpret_cast<int32_t*>(pack);
+  for (size_t half = 0; half < 2; ++half) {
+    for (size_t p0 = 0; p0 < pairs; p0 += 16) {
+      const size_t c0 = 2 * p0;
+      const __mmask32 mask = c0 + 32 <= w.k ? ~__mmask32(0) : (__mmask32(1) << (w.k - c0)) - 1;
+      __m512i r[16];
+      for (size_t i = 0; i < 16; ++i) {
+        const size_t j = half * 16 + i;
+        const uint8_t* codes = w.codes + (r0 + j) * w.row_stride + c0;
+        if (c0 % 64 == 0 && r0 + j + 32 < w.rows)
+          _mm_prefetch(reinterpret_cast<const char*>(codes + 32 * w.row_stride), _MM_HINT_T1);
+        r[i] = j < nr ? Fp8ToBf16(LoadFp8(codes, mask), sub_lut) : _mm512_setzero_si512();
+      }
+      Transpose16x16(r);
+      const size_t n = pairs - p0 < 16 ? pairs - p0 : 16;
+      for (size_t c = 0; c < n; ++c) _mm512_store_si512(out + (p0 + c) * 32 + half * 16, r[c]);
+    }
+  }
 }
 
 // 16 bytes = 32 e2m1 codes (element 2i in the low nibble of byte i) → bf16 of value · 2^e, where
@@ -568,13 +594,16 @@ bool DecodeMxfp4Panel(const QuantRows& w, size_t r0, size_t nr, bf16* panel, siz
 // buffer and scaling that into y (which re-read and re-wrote y and the buffer once per block:
 // 38% of the bf16 peak at m = 512).
 constexpr size_t kMaxFp8Blocks = 512;  // k up to 65536
-constexpr int kFp8TileTokens = 6;
+constexpr int kFp8TileTokens = 12;
 
 template <int M>
 void Fp8GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, const size_t* bounds, size_t blocks,
                  const float* scales, float* y, size_t ldy, size_t rows, bool accumulate) {
-  __m512 total[M][2];
-  for (int t = 0; t < M; ++t) total[t][0] = total[t][1] = _mm512_setzero_ps();
+  // The scaled sums in memory (L1): with 2M block accumulators in registers, M = 12 leaves no
+  // room for them; they are touched once per 128-column block.
+  alignas(64) float total[M][2][16];
+  for (int t = 0; t < M; ++t)
+    for (int h = 0; h < 2; ++h) _mm512_store_ps(total[t][h], _mm512_setzero_ps());
   const int32_t* x32[M];
   for (int t = 0; t < M; ++t) x32[t] = reinterpret_cast<const int32_t*>(xb + t * ldxb);
   const __m512i* wp = reinterpret_cast<const __m512i*>(pack);
@@ -592,14 +621,14 @@ void Fp8GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, const size_t* bo
     const __m512 s0 = _mm512_loadu_ps(scales + b * kPanel);
     const __m512 s1 = _mm512_loadu_ps(scales + b * kPanel + 16);
     for (int t = 0; t < M; ++t) {
-      total[t][0] = _mm512_fmadd_ps(acc[t][0], s0, total[t][0]);
-      total[t][1] = _mm512_fmadd_ps(acc[t][1], s1, total[t][1]);
+      _mm512_store_ps(total[t][0], _mm512_fmadd_ps(acc[t][0], s0, _mm512_load_ps(total[t][0])));
+      _mm512_store_ps(total[t][1], _mm512_fmadd_ps(acc[t][1], s1, _mm512_load_ps(total[t][1])));
     }
   }
   const __mmask16 m0 = TailMask16(rows), m1 = TailMask16(rows > 16 ? rows - 16 : 0);
   for (int t = 0; t < M; ++t) {
     float* yt = y + t * ldy;
-    __m512 v0 = total[t][0], v1 = total[t][1];
+    __m512 v0 = _mm512_load_ps(total[t][0]), v1 = _mm512_load_ps(total[t][1]);
     if (accumulate) {
       v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, yt));
       v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, yt + 16));
@@ -611,8 +640,10 @@ void Fp8GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, const size_t* bo
 
 using Fp8TileFn = void (*)(const bf16*, size_t, const bf16*, const size_t*, size_t, const float*,
                            float*, size_t, size_t, bool);
-constexpr Fp8TileFn kFp8Tiles[kFp8TileTokens] = {nullptr,        Fp8GemmTile<1>, Fp8GemmTile<2>,
-                                                 Fp8GemmTile<3>, Fp8GemmTile<4>, Fp8GemmTile<5>};
+constexpr Fp8TileFn kFp8Tiles[kFp8TileTokens] = {nullptr,        Fp8GemmTile<1>,  Fp8GemmTile<2>,
+                                                 Fp8GemmTile<3>, Fp8GemmTile<4>,  Fp8GemmTile<5>,
+                                                 Fp8GemmTile<6>, Fp8GemmTile<7>,  Fp8GemmTile<8>,
+                                                 Fp8GemmTile<9>, Fp8GemmTile<10>, Fp8GemmTile<11>};
 
 }  // namespace
 
@@ -647,7 +678,7 @@ void GemmMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float*
 }
 
 void GemmFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
-             bool accumulate, bf16* panel, bf16* pack, float* scales) {
+             bool accumulate, bf16* pack, float* scales) {
   // The tile consumes x in (even, odd) pairs from the view's first column, so scale blocks must
   // start on even columns; an odd col0 (no real TP split produces one) takes the GEMV path.
   if (w.col0 % 2 != 0) return GemvFp8(xb, ldxb, m, w, y, ldy, accumulate);
@@ -666,21 +697,14 @@ void GemmFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y
   const size_t first_blk = w.col0 / kFp8Block;
   for (size_t n = 0; n < w.rows; n += kPanel) {
     const size_t nr = w.rows - n < kPanel ? w.rows - n : kPanel;
-    // Decode the panel's codes to bf16 rows (exact), then pack them as GemmBf16 does. The next
-    // panel's codes are requested into L2 meanwhile, a line per 64 codes decoded here: the tiles
-    // below run long enough for them to arrive, so the next decode does not wait on DRAM (it did:
-    // the code loads held ~25% of GemmFp8's samples in a 512-token prefill, 128 tokens per expert).
-    for (size_t j = 0; j < nr; ++j) {
-      const uint8_t* codes = w.codes + (n + j) * w.row_stride;
-      const char* next = NextPanelCodes(w, n + j);
-      for (size_t i = 0; i < w.k; i += 32) {
-        if (next && i % 64 == 0) _mm_prefetch(next + i, _MM_HINT_T1);
-        const __mmask32 mask = TailMask32(w.k - i);
-        _mm512_mask_storeu_epi16(panel + j * w.k + i, mask,
-                                 Fp8ToBf16(LoadFp8(codes + i, mask), sub_lut));
-      }
-    }
-    PackPanelBf16(panel, w.k, w.k, nr, pack);
+    // Decode the panel's codes to bf16 (exact) straight into GemmBf16's packed layout: 16 rows
+    // × 16 column pairs at a time, transposed in registers (a decode into bf16 rows and a
+    // separate pack wrote and re-read the panel: ~10% of GemmFp8's samples at 128 tokens). The
+    // next panel's codes are requested into L2 meanwhile, a line per 64 codes decoded here: the
+    // tiles below run long enough for them to arrive, so the next decode does not wait on DRAM
+    // (it did: the code loads held ~25% of GemmFp8's samples in a 512-token prefill, 128 tokens
+    // per expert).
+    DecodeFp8Packed(w, n, nr, pack, sub_lut);
     // scales[b][j]: row n + j's scale in block b (0 beyond nr).
     for (size_t b = 0; b < blocks; ++b)
       for (size_t j = 0; j < kPanel; ++j)
