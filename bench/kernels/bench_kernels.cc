@@ -1,8 +1,8 @@
 // bench_kernels: MatMul (decode GEMV m=1, prefill GEMM m=512) on the MiniMax-M2.1 shapes and
 // MoeExperts decode, each beside this machine's measured roofline. Median of the runs.
 //   bench_kernels [--runs N] [--threads N] [--quick] [--gemv-m M] [--panels]
-// --panels: the GEMV / GEMM weights repacked into 16-row panels (bf16_panels.h), the layout
-// `moeserve serve` loads bf16 weights in on AVX2 and AVX-512 BF16; else dense rows.
+// --panels: the GEMV / GEMM and MoE expert weights repacked into 16-row panels (bf16_panels.h), the
+// layout `moeserve serve` loads bf16 weights in on AVX2 and AVX-512 BF16; else dense rows.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -131,15 +131,16 @@ int Main(int argc, char** argv) {
   // MoE decode: 32 experts (906 MB, never cache resident), top-8 of them per token.
   {
     const size_t E = 32, H = 3072, I = 1536, K = 8;
-    std::vector<std::vector<bf16>> store;
+    // Dense rows, or panels with --panels (the layout the engine loads bf16 experts in).
+    std::vector<std::vector<bf16>> store(3 * E), packed(3 * E);
     std::vector<ExpertWeights> ex(E);
     for (size_t e = 0; e < E; ++e) {
-      store.push_back(RandomWeights(I * H, 3 * e + 1));
-      ex[e].w1 = Bf16Matrix(store.back().data(), I, H);
-      store.push_back(RandomWeights(I * H, 3 * e + 2));
-      ex[e].w3 = Bf16Matrix(store.back().data(), I, H);
-      store.push_back(RandomWeights(H * I, 3 * e + 3));
-      ex[e].w2 = Bf16Matrix(store.back().data(), H, I);
+      store[3 * e] = RandomWeights(I * H, 3 * e + 1);
+      ex[e].w1 = View(store[3 * e], I, H, panels, packed[3 * e]);
+      store[3 * e + 1] = RandomWeights(I * H, 3 * e + 2);
+      ex[e].w3 = View(store[3 * e + 1], I, H, panels, packed[3 * e + 1]);
+      store[3 * e + 2] = RandomWeights(H * I, 3 * e + 3);
+      ex[e].w2 = View(store[3 * e + 2], H, I, panels, packed[3 * e + 2]);
     }
     std::vector<int32_t> idx(K);
     std::vector<float> wts(K, 1.0f / K);
