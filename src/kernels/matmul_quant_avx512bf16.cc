@@ -63,7 +63,7 @@ inline __m512i LoadFp8(const uint8_t* p, __mmask32 mask) {
 
 // Rows [r0, r0 + nr) (nr ≤ 32) of an FP8 range decoded to bf16 in GemmBf16's packed layout:
 // column pair p of row r as the int32 at pack + (p · 32 + r) · 2 elements (rows ≥ nr and columns
-// ≥ k zero); the next panel's codes requested into L2, a line per 64 codes of each row.
+// ≥ k zero).
 inline void DecodeFp8Packed(const QuantRows& w, size_t r0, size_t nr, bf16* pack, __m512i sub_lut) {
   const size_t pairs = (w.k + 1) / 2;
   int32_t* out = reinterpret_cast<int32_t*>(pack);
@@ -75,8 +75,6 @@ inline void DecodeFp8Packed(const QuantRows& w, size_t r0, size_t nr, bf16* pack
       for (size_t i = 0; i < 16; ++i) {
         const size_t j = half * 16 + i;
         const uint8_t* codes = w.codes + (r0 + j) * w.row_stride + c0;
-        if (c0 % 64 == 0 && r0 + j + 32 < w.rows)
-          _mm_prefetch(reinterpret_cast<const char*>(codes + 32 * w.row_stride), _MM_HINT_T1);
         r[i] = j < nr ? Fp8ToBf16(LoadFp8(codes, mask), sub_lut) : _mm512_setzero_si512();
       }
       Transpose16x16(r);
@@ -596,9 +594,21 @@ bool DecodeMxfp4Panel(const QuantRows& w, size_t r0, size_t nr, bf16* panel, siz
 constexpr size_t kMaxFp8Blocks = 512;  // k up to 65536
 constexpr int kFp8TileTokens = 12;
 
+// The next panel's codes (rows of `stride` bytes), requested into L2 by a panel's last token
+// tiles, a share of the rows each: each block's two lines of those rows as the tile starts that
+// block. Why then: requested while the panel was decoded (stop 25), they had to survive all its
+// tiles in L2, and at 128 tokens the tiles' x rows (768 KiB) nearly fill it; in the last tile
+// alone, too many at once. Cold-expert A/B against the decode-time requests, 2 threads, Zen 5:
+// [1536, 3072] 1.06-1.16x at 128 tokens; in the last tile alone [3072, 1536] lost 2-5%.
+struct NextCodes {
+  const uint8_t* codes = nullptr;  // null: nothing to request
+  size_t stride = 0, rows = 0;     // rows [0, rows) of the share
+};
+
 template <int M>
 void Fp8GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, const size_t* bounds, size_t blocks,
-                 const float* scales, float* y, size_t ldy, size_t rows, bool accumulate) {
+                 const float* scales, float* y, size_t ldy, size_t rows, bool accumulate,
+                 const NextCodes& next) {
   // The scaled sums in memory (L1): with 2M block accumulators in registers, M = 12 leaves no
   // room for them; they are touched once per 128-column block.
   alignas(64) float total[M][2][16];
@@ -608,6 +618,12 @@ void Fp8GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, const size_t* bo
   for (int t = 0; t < M; ++t) x32[t] = reinterpret_cast<const int32_t*>(xb + t * ldxb);
   const __m512i* wp = reinterpret_cast<const __m512i*>(pack);
   for (size_t b = 0; b < blocks; ++b) {
+    if (next.codes)
+      for (size_t r = 0; r < next.rows; ++r) {
+        const char* c = reinterpret_cast<const char*>(next.codes + r * next.stride + 2 * bounds[b]);
+        _mm_prefetch(c, _MM_HINT_T1);
+        _mm_prefetch(c + 64, _MM_HINT_T1);
+      }
     __m512 acc[M][2];
     for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
     for (size_t p = bounds[b]; p < bounds[b + 1]; ++p) {
@@ -639,7 +655,7 @@ void Fp8GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, const size_t* bo
 }
 
 using Fp8TileFn = void (*)(const bf16*, size_t, const bf16*, const size_t*, size_t, const float*,
-                           float*, size_t, size_t, bool);
+                           float*, size_t, size_t, bool, const NextCodes&);
 constexpr Fp8TileFn kFp8Tiles[kFp8TileTokens] = {nullptr,        Fp8GemmTile<1>,  Fp8GemmTile<2>,
                                                  Fp8GemmTile<3>, Fp8GemmTile<4>,  Fp8GemmTile<5>,
                                                  Fp8GemmTile<6>, Fp8GemmTile<7>,  Fp8GemmTile<8>,
@@ -699,11 +715,8 @@ void GemmFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y
     const size_t nr = w.rows - n < kPanel ? w.rows - n : kPanel;
     // Decode the panel's codes to bf16 (exact) straight into GemmBf16's packed layout: 16 rows
     // × 16 column pairs at a time, transposed in registers (a decode into bf16 rows and a
-    // separate pack wrote and re-read the panel: ~10% of GemmFp8's samples at 128 tokens). The
-    // next panel's codes are requested into L2 meanwhile, a line per 64 codes decoded here: the
-    // tiles below run long enough for them to arrive, so the next decode does not wait on DRAM
-    // (it did: the code loads held ~25% of GemmFp8's samples in a 512-token prefill, 128 tokens
-    // per expert).
+    // separate pack wrote and re-read the panel: ~10% of GemmFp8's samples at 128 tokens). Its
+    // codes were requested by the previous panel's last tile (NextCodes).
     DecodeFp8Packed(w, n, nr, pack, sub_lut);
     // scales[b][j]: row n + j's scale in block b (0 beyond nr).
     for (size_t b = 0; b < blocks; ++b)
@@ -711,13 +724,28 @@ void GemmFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y
         scales[b * kPanel + j] =
             j < nr ? block_scales[((w.row0 + n + j) / kFp8Block) * w.scale_stride + first_blk + b]
                    : 0.0f;
-    size_t t = 0;
-    for (; t + kFp8TileTokens <= m; t += kFp8TileTokens)
-      Fp8GemmTile<kFp8TileTokens>(xb + t * ldxb, ldxb, pack, bounds, blocks, scales,
-                                  y + t * ldy + n, ldy, nr, accumulate);
-    if (t < m)
-      kFp8Tiles[m - t](xb + t * ldxb, ldxb, pack, bounds, blocks, scales, y + t * ldy + n, ldy, nr,
-                       accumulate);
+    // The last kRequestTiles token tiles request the next panel's rows, a share each.
+    constexpr size_t kRequestTiles = 4;
+    const size_t next_rows = n + kPanel >= w.rows           ? 0
+                             : w.rows - n - kPanel < kPanel ? w.rows - n - kPanel
+                                                            : kPanel;
+    const size_t tiles = (m + kFp8TileTokens - 1) / kFp8TileTokens;
+    const size_t first = tiles > kRequestTiles ? tiles - kRequestTiles : 0, sharing = tiles - first;
+    for (size_t t = 0, tile = 0; t < m; t += kFp8TileTokens, ++tile) {
+      const size_t tokens = m - t < kFp8TileTokens ? m - t : kFp8TileTokens;
+      NextCodes req;
+      if (next_rows && tile >= first) {
+        const size_t r0 = next_rows * (tile - first) / sharing;
+        const size_t r1 = next_rows * (tile - first + 1) / sharing;
+        req = {w.codes + (n + kPanel + r0) * w.row_stride, w.row_stride, r1 - r0};
+      }
+      if (tokens == kFp8TileTokens)
+        Fp8GemmTile<kFp8TileTokens>(xb + t * ldxb, ldxb, pack, bounds, blocks, scales,
+                                    y + t * ldy + n, ldy, nr, accumulate, req);
+      else
+        kFp8Tiles[tokens](xb + t * ldxb, ldxb, pack, bounds, blocks, scales, y + t * ldy + n, ldy,
+                          nr, accumulate, req);
+    }
   }
 }
 
