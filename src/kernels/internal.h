@@ -142,8 +142,10 @@ void GemvMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float*
 // pack, then GemmBf16's tiles; FP8 straight into the pack, then a tile of its own that keeps a
 // per-block accumulator in registers and applies each 128-column block's scales with one FMA per
 // block into a total (`scales`: 32 · blocks floats). col0 must be even for FP8 (else GEMV).
+// xt: Fp8XTileElems(m, k) uint32 for x, packed per call into the FP8 tile's token tiles.
 void GemmFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
-             bool accumulate, bf16* pack, float* scales);
+             bool accumulate, bf16* pack, float* scales, uint32_t* xt);
+size_t Fp8XTileElems(size_t m, size_t k);
 void GemmMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
                bool accumulate, bf16* panel, bf16* pack);
 // pack[p][j][2] = W[j][2p .. 2p+1] for j < 32 (zero beyond `rows` and `k`): GemmBf16's layout.

@@ -207,7 +207,8 @@ void Avx512QuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_
   bf16* pack = s.pack.As<bf16>(avx512bf16::PackElemsGemmBf16(k));
   if (fp8) {
     float* scales = s.fp8_scales.As<float>(32 * ((k + 127) / 128 + 2));
-    return avx512bf16::GemmFp8(x.b16, x.ld, x.m, q, yn, ldy, accumulate, pack, scales);
+    uint32_t* xt = s.xpack.As<uint32_t>(avx512bf16::Fp8XTileElems(x.m, k));
+    return avx512bf16::GemmFp8(x.b16, x.ld, x.m, q, yn, ldy, accumulate, pack, scales, xt);
   }
   bf16* panel = s.panel.As<bf16>(32 * ((k + 31) / 32 * 32));
   avx512bf16::GemmMxfp4(x.b16, x.ld, x.m, q, yn, ldy, accumulate, panel, pack);

@@ -595,6 +595,32 @@ bool DecodeMxfp4Panel(const QuantRows& w, size_t r0, size_t nr, bf16* panel, siz
 constexpr size_t kMaxFp8Blocks = 512;  // k up to 65536
 constexpr int kFp8TileTokens = 12;
 
+// x's bf16 rows [m, k] as the FP8 tile reads them: tiles of 12 tokens, in each the tokens' column
+// pair p (x[t, 2p], x[t, 2p + 1] as one int32) at p · 12 + t; zero past m and k. Why: the tile's
+// 12 broadcasts from 12 rows k · 2 bytes apart hit one L1 set when that is a multiple of 4 KiB
+// (o_proj's k = 6144: 12 lines in a 12-way set, beside the weights' lines), and took 12 row
+// pointers (GCC spilled two per step); packed, it is one sequential stream.
+void PackFp8XTiles(const bf16* xb, size_t ldxb, size_t m, size_t k, uint32_t* xt) {
+  const size_t pairs = (k + 1) / 2;
+  for (size_t t0 = 0; t0 < m; t0 += kFp8TileTokens) {
+    uint32_t* tile = xt + t0 * pairs;
+    for (size_t p0 = 0; p0 < pairs; p0 += 16) {
+      const size_t c0 = 2 * p0;
+      const __mmask32 mask = c0 + 32 <= k ? ~__mmask32(0) : (__mmask32(1) << (k - c0)) - 1;
+      __m512i r[16];
+      for (size_t i = 0; i < 16; ++i)
+        r[i] = i < kFp8TileTokens && t0 + i < m
+                   ? _mm512_maskz_loadu_epi16(mask, xb + (t0 + i) * ldxb + c0)
+                   : _mm512_setzero_si512();
+      Transpose16x16(r);
+      const size_t n = pairs - p0 < 16 ? pairs - p0 : 16;
+      for (size_t c = 0; c < n; ++c)
+        _mm512_mask_storeu_epi32(tile + (p0 + c) * kFp8TileTokens,
+                                 __mmask16((1u << kFp8TileTokens) - 1), r[c]);
+    }
+  }
+}
+
 // The next panel's codes (rows of `stride` bytes), requested into L2 by a panel's last token
 // tiles, a share of the rows each: each block's two lines of those rows as the tile starts that
 // block. Why then: requested while the panel was decoded (stop 25), they had to survive all its
@@ -607,7 +633,7 @@ struct NextCodes {
 };
 
 template <int M>
-void Fp8GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, const size_t* bounds, size_t blocks,
+void Fp8GemmTile(const uint32_t* xt, const bf16* pack, const size_t* bounds, size_t blocks,
                  const float* scales, float* y, size_t ldy, size_t rows, bool accumulate,
                  const NextCodes& next) {
   // The scaled sums in memory (L1): with 2M block accumulators in registers, M = 12 leaves no
@@ -615,8 +641,6 @@ void Fp8GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, const size_t* bo
   alignas(64) float total[M][2][16];
   for (int t = 0; t < M; ++t)
     for (int h = 0; h < 2; ++h) _mm512_store_ps(total[t][h], _mm512_setzero_ps());
-  const int32_t* x32[M];
-  for (int t = 0; t < M; ++t) x32[t] = reinterpret_cast<const int32_t*>(xb + t * ldxb);
   const __m512i* wp = reinterpret_cast<const __m512i*>(pack);
   for (size_t b = 0; b < blocks; ++b) {
     if (next.codes)
@@ -630,7 +654,7 @@ void Fp8GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, const size_t* bo
     for (size_t p = bounds[b]; p < bounds[b + 1]; ++p) {
       const __m512i w0 = _mm512_load_si512(wp + 2 * p), w1 = _mm512_load_si512(wp + 2 * p + 1);
       for (int t = 0; t < M; ++t) {
-        const __m512i xv = _mm512_set1_epi32(x32[t][p]);
+        const __m512i xv = _mm512_set1_epi32(static_cast<int>(xt[p * kFp8TileTokens + t]));
         acc[t][0] = _mm512_dpbf16_ps(acc[t][0], AsBh(xv), AsBh(w0));
         acc[t][1] = _mm512_dpbf16_ps(acc[t][1], AsBh(xv), AsBh(w1));
       }
@@ -655,7 +679,7 @@ void Fp8GemmTile(const bf16* xb, size_t ldxb, const bf16* pack, const size_t* bo
   }
 }
 
-using Fp8TileFn = void (*)(const bf16*, size_t, const bf16*, const size_t*, size_t, const float*,
+using Fp8TileFn = void (*)(const uint32_t*, const bf16*, const size_t*, size_t, const float*,
                            float*, size_t, size_t, bool, const NextCodes&);
 constexpr Fp8TileFn kFp8Tiles[kFp8TileTokens] = {nullptr,        Fp8GemmTile<1>,  Fp8GemmTile<2>,
                                                  Fp8GemmTile<3>, Fp8GemmTile<4>,  Fp8GemmTile<5>,
@@ -694,8 +718,12 @@ void GemmMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float*
   }
 }
 
+size_t Fp8XTileElems(size_t m, size_t k) {
+  return (m + kFp8TileTokens - 1) / kFp8TileTokens * kFp8TileTokens * ((k + 1) / 2);
+}
+
 void GemmFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
-             bool accumulate, bf16* pack, float* scales) {
+             bool accumulate, bf16* pack, float* scales, uint32_t* xt) {
   // The tile consumes x in (even, odd) pairs from the view's first column, so scale blocks must
   // start on even columns; an odd col0 (no real TP split produces one) takes the GEMV path.
   if (w.col0 % 2 != 0) return GemvFp8(xb, ldxb, m, w, y, ldy, accumulate);
@@ -711,7 +739,8 @@ void GemmFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y
     a = end < w.k ? end : w.k;
     bounds[blocks + 1] = (a + 1) / 2;
   }
-  const size_t first_blk = w.col0 / kFp8Block;
+  const size_t first_blk = w.col0 / kFp8Block, pairs = (w.k + 1) / 2;
+  PackFp8XTiles(xb, ldxb, m, w.k, xt);
   for (size_t n = 0; n < w.rows; n += kPanel) {
     const size_t nr = w.rows - n < kPanel ? w.rows - n : kPanel;
     // Decode the panel's codes to bf16 (exact) straight into GemmBf16's packed layout: 16 rows
@@ -740,12 +769,13 @@ void GemmFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y
         const size_t r1 = next_rows * (tile - first + 1) / sharing;
         req = {w.codes + (n + kPanel + r0) * w.row_stride, w.row_stride, r1 - r0};
       }
+      const uint32_t* xtile = xt + t * pairs;
       if (tokens == kFp8TileTokens)
-        Fp8GemmTile<kFp8TileTokens>(xb + t * ldxb, ldxb, pack, bounds, blocks, scales,
-                                    y + t * ldy + n, ldy, nr, accumulate, req);
+        Fp8GemmTile<kFp8TileTokens>(xtile, pack, bounds, blocks, scales, y + t * ldy + n, ldy, nr,
+                                    accumulate, req);
       else
-        kFp8Tiles[tokens](xb + t * ldxb, ldxb, pack, bounds, blocks, scales, y + t * ldy + n, ldy,
-                          nr, accumulate, req);
+        kFp8Tiles[tokens](xtile, pack, bounds, blocks, scales, y + t * ldy + n, ldy, nr, accumulate,
+                          req);
     }
   }
 }
