@@ -60,10 +60,10 @@ void MoeTransformer::Forward(const Batch& batch, KvStorage& kv, float* logits) {
   const std::vector<int32_t>* head_rows = &batch.logits_rows;
   for (size_t i = 0; i < layers_.size(); ++i) {
     Layer& layer = *layers_[i];
-    layer.input_norm.Forward(hidden_.data(), t, normed_.data());
+    layer.input_norm.Forward(hidden_.data(), t, normed_.data(), ctx_);
     layer.attention.Forward(normed_.data(), batch, positions_, i, kv, branch_.data(), scratch_,
                             ctx_);
-    for (size_t j = 0; j < t * h; ++j) hidden_[j] += branch_[j];
+    AddRows(branch_.data(), t);
     size_t n = t;  // rows that go on through the MoE half: in the last layer, only those whose
                    // logits are wanted (KeepLogitsRows says why)
     if (i + 1 == layers_.size() && batch.logits_rows.size() < t) {
@@ -71,11 +71,19 @@ void MoeTransformer::Forward(const Batch& batch, KvStorage& kv, float* logits) {
       head_rows = &kept_rows_;
     }
     if (n == 0) continue;  // a prefill chunk that wants no logits
-    layer.post_attention_norm.Forward(hidden_.data(), n, normed_.data());
+    layer.post_attention_norm.Forward(hidden_.data(), n, normed_.data(), ctx_);
     layer.moe.Forward(normed_.data(), n, branch_.data(), scratch_, ctx_);
-    for (size_t j = 0; j < n * h; ++j) hidden_[j] += branch_[j];
+    AddRows(branch_.data(), n);
   }
   if (logits && !head_rows->empty()) lm_head_->Forward(hidden_.data(), *head_rows, logits, ctx_);
+}
+
+void MoeTransformer::AddRows(const float* branch, size_t rows) {
+  const size_t h = config_.hidden_size;
+  float* hidden = hidden_.data();
+  ctx_.ForRows(rows, [&](size_t r0, size_t r1) {
+    for (size_t j = r0 * h; j < r1 * h; ++j) hidden[j] += branch[j];
+  });
 }
 
 size_t MoeTransformer::KeepLogitsRows(const std::vector<int32_t>& rows) {

@@ -47,6 +47,8 @@ class MoeTransformer final : public Model {
   // logits skips it. Moves those rows of hidden_ to its first rows, in order; their indices
   // (0, 1, ...) go to kept_rows_ for the LM head. Returns how many.
   size_t KeepLogitsRows(const std::vector<int32_t>& rows);
+  // hidden_ rows [0, rows) += branch's (the residual), rows split over the pool's threads.
+  void AddRows(const float* branch, size_t rows);
 
   ModelConfig config_;
   RunContext ctx_;

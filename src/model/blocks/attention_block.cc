@@ -66,21 +66,29 @@ void AttentionBlock::NormalizeQk(float* q, float* k, size_t t, const RunContext&
   const size_t d = config_.head_dim, qw = local_heads_ * d, kw = local_kv_heads_ * d;
   const float eps = config_.rms_norm_eps;
   if (config_.qk_norm == QkNorm::kPerHead) {
-    kernels::RmsNormPerHead(q, qw, q_norm_.data(), q, qw, t, local_heads_, d, eps);
-    kernels::RmsNormPerHead(k, kw, k_norm_.data(), k, kw, t, local_kv_heads_, d, eps);
+    ctx.ForRows(t, [&](size_t r0, size_t r1) {
+      kernels::RmsNormPerHead(q + r0 * qw, qw, q_norm_.data(), q + r0 * qw, qw, r1 - r0,
+                              local_heads_, d, eps);
+      kernels::RmsNormPerHead(k + r0 * kw, kw, k_norm_.data(), k + r0 * kw, kw, r1 - r0,
+                              local_kv_heads_, d, eps);
+    });
     return;
   }
   // Full width: one variance per token over all heads of all ranks. Sums of squares of q and k
   // travel in a single all-reduce: [T] for q then [T] for k.
   std::vector<float> sums(2 * t);
-  kernels::SumOfSquares(q, qw, t, qw, sums.data());
-  kernels::SumOfSquares(k, kw, t, kw, sums.data() + t);
+  ctx.ForRows(t, [&](size_t r0, size_t r1) {
+    kernels::SumOfSquares(q + r0 * qw, qw, r1 - r0, qw, sums.data() + r0);
+    kernels::SumOfSquares(k + r0 * kw, kw, r1 - r0, kw, sums.data() + t + r0);
+  });
   if (!counts_k_norm_) std::fill(sums.begin() + t, sums.end(), 0.0f);
   ctx.comm->AllReduceSum(sums.data(), sums.size());
-  kernels::RmsNormWithSumSq(q, qw, q_norm_.data(), q, qw, t, qw, sums.data(), config_.q_width(),
-                            eps);
-  kernels::RmsNormWithSumSq(k, kw, k_norm_.data(), k, kw, t, kw, sums.data() + t,
-                            config_.kv_width(), eps);
+  ctx.ForRows(t, [&](size_t r0, size_t r1) {
+    kernels::RmsNormWithSumSq(q + r0 * qw, qw, q_norm_.data(), q + r0 * qw, qw, r1 - r0, qw,
+                              sums.data() + r0, config_.q_width(), eps);
+    kernels::RmsNormWithSumSq(k + r0 * kw, kw, k_norm_.data(), k + r0 * kw, kw, r1 - r0, kw,
+                              sums.data() + t + r0, config_.kv_width(), eps);
+  });
 }
 
 void AttentionBlock::WriteKv(const float* k, const float* v, const Batch& batch, size_t layer,
@@ -129,10 +137,12 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
   }
   std::optional<PhaseTimer> norm_rope(std::in_place, ctx.profile, Phase::kQkNormRope);
   if (config_.qk_norm != QkNorm::kNone) NormalizeQk(q.data(), k.data(), t, ctx);
-  kernels::RopeNeox(q.data(), qw, t, local_heads_, d, config_.rotary_dim, positions.data(),
-                    config_.rope_theta);
-  kernels::RopeNeox(k.data(), kw, t, local_kv_heads_, d, config_.rotary_dim, positions.data(),
-                    config_.rope_theta);
+  ctx.ForRows(t, [&](size_t r0, size_t r1) {
+    kernels::RopeNeox(q.data() + r0 * qw, qw, r1 - r0, local_heads_, d, config_.rotary_dim,
+                      positions.data() + r0, config_.rope_theta);
+    kernels::RopeNeox(k.data() + r0 * kw, kw, r1 - r0, local_kv_heads_, d, config_.rotary_dim,
+                      positions.data() + r0, config_.rope_theta);
+  });
   WriteKv(k.data(), v.data(), batch, layer, kv);
 
   // Per-sequence views of the cache blocks for this layer.

@@ -9,9 +9,11 @@ namespace moeserve::model {
 RmsNormBlock::RmsNormBlock(WeightReader& weights, const std::string& name, size_t width, float eps)
     : weight_(weights.Vector(name, width)), eps_(eps) {}
 
-void RmsNormBlock::Forward(const float* x, size_t rows, float* y) const {
-  kernels::RmsNorm(x, weight_.size(), weight_.data(), y, weight_.size(), rows, weight_.size(),
-                   eps_);
+void RmsNormBlock::Forward(const float* x, size_t rows, float* y, const RunContext& ctx) const {
+  const size_t w = weight_.size();
+  ctx.ForRows(rows, [&](size_t r0, size_t r1) {
+    kernels::RmsNorm(x + r0 * w, w, weight_.data(), y + r0 * w, w, r1 - r0, w, eps_);
+  });
 }
 
 EmbeddingBlock::EmbeddingBlock(WeightReader& weights, const std::string& name, size_t vocab,
@@ -44,7 +46,7 @@ void LmHeadBlock::Forward(const float* h, const std::vector<int32_t>& rows, floa
   gathered_.resize(rows.size() * hidden);
   for (size_t i = 0; i < rows.size(); ++i)
     std::copy_n(h + static_cast<size_t>(rows[i]) * hidden, hidden, gathered_.data() + i * hidden);
-  final_norm_.Forward(gathered_.data(), rows.size(), gathered_.data());
+  final_norm_.Forward(gathered_.data(), rows.size(), gathered_.data(), ctx);
   kernels::MatMul(gathered_.data(), hidden, rows.size(), weight_, logits, config_.vocab_size,
                   *ctx.kernels);
 }

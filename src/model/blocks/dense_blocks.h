@@ -14,8 +14,8 @@ namespace moeserve::model {
 class RmsNormBlock {
  public:
   RmsNormBlock(WeightReader& weights, const std::string& name, size_t width, float eps);
-  // y [rows, width] = rmsnorm(x); y may alias x.
-  void Forward(const float* x, size_t rows, float* y) const;
+  // y [rows, width] = rmsnorm(x); y may alias x. Rows split over ctx's threads.
+  void Forward(const float* x, size_t rows, float* y, const RunContext& ctx) const;
 
  private:
   std::vector<float> weight_;
