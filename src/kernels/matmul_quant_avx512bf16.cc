@@ -70,7 +70,7 @@ inline void DecodeFp8Packed(const QuantRows& w, size_t r0, size_t nr, bf16* pack
   for (size_t half = 0; half < 2; ++half) {
     for (size_t p0 = 0; p0 < pairs; p0 += 16) {
       const size_t c0 = 2 * p0;
-      const __mmask32 mask = c0 + 32 <= w.k ? ~__mmask32(0) : (__mmask32(1) << (w.k - c0)) - 1;
+      const __mmask32 mask = TailMask32(w.k - c0);
       __m512i r[16];
       for (size_t i = 0; i < 16; ++i) {
         const size_t j = half * 16 + i;
@@ -606,7 +606,7 @@ void PackFp8XTiles(const bf16* xb, size_t ldxb, size_t m, size_t k, uint32_t* xt
     uint32_t* tile = xt + t0 * pairs;
     for (size_t p0 = 0; p0 < pairs; p0 += 16) {
       const size_t c0 = 2 * p0;
-      const __mmask32 mask = c0 + 32 <= k ? ~__mmask32(0) : (__mmask32(1) << (k - c0)) - 1;
+      const __mmask32 mask = TailMask32(k - c0);
       __m512i r[16];
       for (size_t i = 0; i < 16; ++i)
         r[i] = i < kFp8TileTokens && t0 + i < m
