@@ -184,6 +184,28 @@ void F32FmaChains(size_t iterations, float* sink);     // 12 chains × 32 flop p
 void Int8DotChains(size_t iterations, int32_t* sink);  // vpdpbusd: 12 chains × 128 ops each
 }  // namespace avx512bf16
 
+namespace amx {
+// bf16 panels (bf16_panels.h) on the AMX tile unit (matmul_bf16_panels_amx.cc). x: f32 rows
+// rounded to bf16 and packed by PackX into tiles of kXTileTokens tokens, each [ceil(k / 32)]
+// [kXTileTokens][16] pairs (x[t, 2i] | x[t, 2i + 1] << 16 as bf16 bits; tokens past m and columns
+// past k zero), XTileElems(m, k) uint32. y[t, r] (= or +=) for t < m, r < w.rows; any m (meant
+// for m >= kGemmMinM). wb: scratch of WTileElems(k) uint32, 64-byte aligned. Configures the
+// tiles on entry and releases them on return.
+inline constexpr size_t kXTileTokens = 16;
+size_t XTileElems(size_t m, size_t k);
+size_t WTileElems(size_t k);
+void PackX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* xt);
+// One tile: rows[t] token t's k values (rounded here exactly as F32ToBf16), or null for a padding
+// slot (zeros). Tiles pack independently, so threads can split them.
+void PackXTile(const float* const rows[kXTileTokens], size_t k, uint32_t* tile);
+void MatMulBf16Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float* y, size_t ldy,
+                      bool accumulate, uint32_t* wb);
+// Roofline probe (calling thread): iterations / kBf16TileChainDivisor rounds of 12 TDPBF16PS
+// (16 · 16 · 32 multiply-adds each) on six accumulators: 12 chains × 1024 flop per iteration.
+inline constexpr size_t kBf16TileChainDivisor = 16;
+void Bf16TileChains(size_t iterations, float* sink);
+}  // namespace amx
+
 // The MatMul row-range kernel for the ISA in use, on x prepared once per call (matmul.cc).
 struct PreparedX {
   const float* f32 = nullptr;  // [m, ld]: x itself (f32 W) or x rounded to bf16 (bf16 W, ≤ avx512)
@@ -195,13 +217,16 @@ struct PreparedX {
   const uint32_t* panel_pairs = nullptr;
   // Likewise x packed once by avx2::PackX for the AVX2 panel kernels (bf16 and FP8 panels).
   const float* packed_f32 = nullptr;
+  // Likewise x packed once by amx::PackX for the AMX panel kernel (kBf16Panel W on amx, m at or
+  // above kGemmMinM).
+  const uint32_t* amx_tiles = nullptr;
   size_t ld = 0;
   size_t m = 0;
 
-  // Rows [row0, row0 + count) of the same prepared x (not of a panel_pairs / packed_f32 one).
+  // Rows [row0, row0 + count) of the same prepared x (not of a tiled one).
   PreparedX Rows(size_t row0, size_t count) const {
     PreparedX v = *this;
-    if (v.panel_pairs || v.packed_f32) __builtin_trap();
+    if (v.panel_pairs || v.packed_f32 || v.amx_tiles) __builtin_trap();
     if (v.f32) v.f32 += row0 * v.ld;
     if (v.b16) v.b16 += row0 * v.ld;
     if (v.q8.q) v.q8.q += row0 * v.q8.ldq, v.q8.d += row0 * v.q8.ldd, v.q8.sum += row0 * v.q8.ldd;

@@ -230,6 +230,27 @@ void Avx512Bf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, s
                      });
 }
 
+// ---- AMX: the AVX-512 BF16 table with the bf16 panel GEMM on the tile unit ----
+
+// x as the call packed it: 12-token pair tiles (a whole x below kGemmMinM rows) go to the
+// vdpbf16ps kernel, AMX tiles to the tile unit; a row view is packed here, by m.
+void AmxBf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                      size_t ldy, bool accumulate, WorkerScratch& s) {
+  if (x.panel_pairs || (!x.amx_tiles && x.m < kGemmMinM))
+    return Avx512Bf16PanelRows(x, w, n0, n1, y, ldy, accumulate, s);
+  const uint32_t* xt = x.amx_tiles;
+  if (!xt) {
+    uint32_t* own = s.xpack.As<uint32_t>(amx::XTileElems(x.m, w.cols));
+    amx::PackX(x.f32, x.ld, x.m, w.cols, own);
+    xt = own;
+  }
+  uint32_t* wb = s.pack.As<uint32_t>(amx::WTileElems(w.cols));
+  RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
+                     [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                       amx::MatMulBf16Panels(xt, x.m, Bf16PanelRows(w, g0, n), yg, ldyg, acc, wb);
+                     });
+}
+
 void Avx512ToBf16Row(const float* x, size_t k, bf16* out, size_t ld) {
   avx512bf16::ToBf16Rows(x, k, 1, k, out, ld);
 }
@@ -308,6 +329,26 @@ constexpr IsaKernels kAvx512Bf16 = {
     {Probe<int32_t, avx512bf16::Int8DotChains>, 128},
 };
 
+// The tile unit runs the bf16 panel GEMM; everything else is kAvx512Bf16's. Its bf16 peak is the
+// tile unit's (the path the prefill GEMMs take).
+constexpr IsaKernels kAmx = {
+    Isa::kAmx,
+    {Avx512DenseF32Rows, Avx512DenseBf16Rows, Avx512QuantRows, Avx512QuantRows,
+     Q8GroupRows<avx512bf16::MatMulMxfp4I8>, AmxBf16PanelRows, Avx2Fp8PanelRows},
+    {kF32, kBf16, kBf16, kBf16, kQ8, kAmxTiles, kRoundedF32},
+    {8, 8, 8, 8, 2 * kMxfp4I8GroupRows, kBf16PanelRows, kFp8PanelRows},
+    {32, 32, 32, 32, 2 * kMxfp4I8GroupRows, kBf16PanelRows, kFp8PanelRows},
+    Avx2QuantizeRow,
+    Avx2RoundRow,
+    Avx512ToBf16Row,
+    avx512bf16::SiluMul,
+    avx512bf16::AttentionTile,
+    avx512bf16::SumBuffer,
+    {Probe<float, avx512bf16::F32FmaChains>, 32},
+    {Probe<float, amx::Bf16TileChains>, 16.0 * 16 * 32 * 2 / amx::kBf16TileChainDivisor},
+    {Probe<int32_t, avx512bf16::Int8DotChains>, 128},
+};
+
 }  // namespace
 
 WeightKind KindOf(const WeightMatrix& w) {
@@ -330,6 +371,8 @@ WeightKind KindOf(const WeightMatrix& w) {
 
 const IsaKernels& KernelsFor(Isa isa) {
   switch (isa) {
+    case Isa::kAmx:
+      return kAmx;
     case Isa::kAvx512Bf16:
       return kAvx512Bf16;
     case Isa::kAvx512:

@@ -36,6 +36,8 @@ enum class XLayout : uint8_t {
   kBf16,         // rows as bf16, padded likewise
   kPanelPairs,   // tiles of token pairs for avx512bf16::MatMulBf16Panels (whole x only)
   kPackedTiles,  // tiles of avx2::PackX for the AVX2 panel kernels (whole x only)
+  kAmxTiles,     // A tiles of amx::PackX for the AMX panel kernel (whole x only; below kGemmMinM
+                 // rows, kPanelPairs: decode keeps the vdpbf16ps GEMV)
 };
 
 // y[t, n] (= or +=) for t < x.m and n in [n0, n1) of w, on x prepared as the table's layout for
@@ -83,9 +85,12 @@ inline constexpr size_t kGemmMinM = 8;
 const IsaKernels& KernelsFor(Isa isa);
 
 // The layout of a row range of x where the whole-x layout is a tiling that cannot be cut.
+inline bool IsTiled(XLayout layout) {
+  return layout == XLayout::kPanelPairs || layout == XLayout::kPackedTiles ||
+         layout == XLayout::kAmxTiles;
+}
 inline XLayout RowLayout(XLayout whole) {
-  return whole == XLayout::kPanelPairs || whole == XLayout::kPackedTiles ? XLayout::kRoundedF32
-                                                                         : whole;
+  return IsTiled(whole) ? XLayout::kRoundedF32 : whole;
 }
 
 // The scalar attention tile (attention.cc): the reference's math over the paged cache.

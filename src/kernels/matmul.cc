@@ -77,13 +77,32 @@ namespace {
 
 // Tokens per tile of a tiled x layout.
 size_t TileTokens(XLayout layout) {
-  return layout == XLayout::kPanelPairs ? avx512bf16::kBf16PanelXTile : avx2::kPackedXTile;
+  switch (layout) {
+    case XLayout::kPanelPairs:
+      return avx512bf16::kBf16PanelXTile;
+    case XLayout::kAmxTiles:
+      return amx::kXTileTokens;
+    default:
+      return avx2::kPackedXTile;
+  }
 }
 
 // Elements (uint32 pairs or floats) of one tile of k columns.
 size_t TileElems(XLayout layout, size_t k) {
-  return layout == XLayout::kPanelPairs ? (k + 1) / 2 * avx512bf16::kBf16PanelXTile
-                                        : k * avx2::kPackedXTile;
+  switch (layout) {
+    case XLayout::kPanelPairs:
+      return (k + 1) / 2 * avx512bf16::kBf16PanelXTile;
+    case XLayout::kAmxTiles:
+      return amx::XTileElems(1, k);
+    default:
+      return k * avx2::kPackedXTile;
+  }
+}
+
+// The whole-x layout for m rows: the AMX tiles only from kGemmMinM rows (below, the vdpbf16ps
+// GEMV streams the weights once, which the tile kernel's per-call B tiles would not beat).
+XLayout WholeLayoutForM(XLayout layout, size_t m) {
+  return layout == XLayout::kAmxTiles && m < kGemmMinM ? XLayout::kPanelPairs : layout;
 }
 
 // Whole x for a panel kernel (a tiled layout), packed once for the call, a tile per task, instead
@@ -97,18 +116,27 @@ PreparedX PackTiles(KernelContext& ctx, XLayout layout, size_t k, size_t tiles, 
   PreparedX px;
   px.ld = (k + 31) / 32 * 32;
   uint32_t* pairs = nullptr;
+  uint32_t* amx_tiles = nullptr;
   float* packed = nullptr;
   if (layout == XLayout::kPanelPairs)
     px.panel_pairs = pairs = buf.As<uint32_t>(tiles * elems);
+  else if (layout == XLayout::kAmxTiles)
+    px.amx_tiles = amx_tiles = buf.As<uint32_t>(tiles * elems);
   else
     px.packed_f32 = packed = buf.As<float>(tiles * elems);
   auto range = [&](size_t tile0, size_t tile1, size_t thread) {
     for (size_t tile = tile0; tile < tile1; ++tile) {
+      // Straight from x: the tile packers round as they pack.
       if (pairs) {
-        // Straight from x: the tile packer rounds as it packs.
         const float* rows[avx512bf16::kBf16PanelXTile];
         for (size_t s = 0; s < tt; ++s) rows[s] = row_of(tile, s);
         avx512bf16::PackBf16PanelXTile(rows, k, pairs + tile * elems);
+        continue;
+      }
+      if (amx_tiles) {
+        const float* rows[amx::kXTileTokens];
+        for (size_t s = 0; s < tt; ++s) rows[s] = row_of(tile, s);
+        amx::PackXTile(rows, k, amx_tiles + tile * elems);
         continue;
       }
       float* row = ctx.worker(thread).x_row.As<float>(px.ld);
@@ -134,7 +162,8 @@ PreparedX PrepareRows(KernelContext& ctx, const WeightMatrix& w, const float* x,
                       const size_t* rows, size_t m, size_t k, ScratchBuffer& buf, bool parallel,
                       bool whole = false) {
   const IsaKernels& kern = ctx.kernels();
-  const XLayout whole_layout = kern.whole_x_layout[static_cast<size_t>(KindOf(w))];
+  const XLayout whole_layout =
+      WholeLayoutForM(kern.whole_x_layout[static_cast<size_t>(KindOf(w))], m);
   const XLayout layout = whole ? whole_layout : RowLayout(whole_layout);
   auto src = [&](size_t i) { return x + (rows ? rows[i] : i) * ldx; };
   auto for_rows = [&](const auto& fn) {
@@ -171,7 +200,7 @@ PreparedX PrepareRows(KernelContext& ctx, const WeightMatrix& w, const float* x,
   }
   // Rows padded to 32 elements: whole vectors, even for pairs; the padding is zero.
   px.ld = (k + 31) / 32 * 32;
-  if (layout == XLayout::kPanelPairs || layout == XLayout::kPackedTiles) {
+  if (IsTiled(layout)) {
     const size_t tt = TileTokens(layout);
     PreparedX tiled =
         PackTiles(ctx, layout, k, (m + tt - 1) / tt, buf, parallel, [&](size_t tile, size_t s) {
@@ -241,8 +270,11 @@ GroupedX::GroupedX(KernelContext& ctx, const WeightMatrix& w, const float* x, si
                    const size_t* rows, const size_t* offset, size_t groups, size_t k,
                    ScratchBuffer& buf)
     : offset_(offset) {
-  const XLayout layout = ctx.kernels().whole_x_layout[static_cast<size_t>(KindOf(w))];
-  if (layout != XLayout::kPanelPairs && layout != XLayout::kPackedTiles) {
+  size_t largest = 0;
+  for (size_t g = 0; g < groups; ++g) largest = std::max(largest, offset[g + 1] - offset[g]);
+  const XLayout layout =
+      WholeLayoutForM(ctx.kernels().whole_x_layout[static_cast<size_t>(KindOf(w))], largest);
+  if (!IsTiled(layout)) {
     px_ = PrepareRows(ctx, w, x, ldx, rows, offset[groups], k, buf, /*parallel=*/true);
     return;
   }
@@ -265,7 +297,7 @@ GroupedX::GroupedX(KernelContext& ctx, const WeightMatrix& w, const float* x, si
 }
 
 GroupedX GroupedX::OfRows(const PreparedX& px, const size_t* offset) {
-  if (px.panel_pairs || px.packed_f32) __builtin_trap();  // tiled across rows: not groupable
+  if (px.panel_pairs || px.packed_f32 || px.amx_tiles) __builtin_trap();  // tiled: not groupable
   return GroupedX(px, offset);
 }
 
@@ -275,6 +307,7 @@ PreparedX GroupedX::Group(size_t g) const {
   PreparedX v = px_;
   if (v.panel_pairs) v.panel_pairs += tile_[g] * tile_elems_;
   if (v.packed_f32) v.packed_f32 += tile_[g] * tile_elems_;
+  if (v.amx_tiles) v.amx_tiles += tile_[g] * tile_elems_;
   v.m = m;
   return v;
 }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/bf16_panel_pairs_avx512.h"
 #include "kernels/bf16_panels.h"
 #include "kernels/internal.h"
 #include "kernels/transpose_avx512.h"
@@ -31,23 +32,6 @@ constexpr size_t kTile = kBf16PanelXTile;
 
 inline __m512bh AsBh(__m512i v) {
   return (__m512bh)v;
-}
-
-// vpermw indices: output word 2r / 2r + 1 = row r of the first / second column of the pair.
-// Memory slot s of a column holds row {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15}[s].
-inline __m512i PairIndex() {
-  alignas(64) static constexpr int16_t kIndex[32] = {0,  16, 1,  17, 2,  18, 3,  19, 8,  24, 9,
-                                                     25, 10, 26, 11, 27, 4,  20, 5,  21, 6,  22,
-                                                     7,  23, 12, 28, 13, 29, 14, 30, 15, 31};
-  return _mm512_load_si512(kIndex);
-}
-
-// Columns 2i, 2i + 1 of a panel as 16 row pairs. `last_single`: column 2i is the panel's last
-// (odd k), so only its 32 bytes are read and the second column is zero.
-inline __m512i LoadPairs(const bf16* panel, size_t i, __m512i index, bool last_single = false) {
-  const bf16* p = panel + 2 * i * kRows;
-  const __m512i v = last_single ? _mm512_maskz_loadu_epi16(0xffff, p) : _mm512_loadu_si512(p);
-  return _mm512_permutexvar_epi16(index, v);
 }
 
 inline __m512bh Broadcast(const uint32_t* pair) {
@@ -181,38 +165,6 @@ void PanelStream1(const uint32_t* xp, const bf16* const panel[P], size_t pairs, 
 size_t Bf16PanelXPairs(size_t m, size_t k) {
   return (m + kTile - 1) / kTile * ((k + 1) / 2) * kTile;
 }
-
-namespace {
-
-// The top halves of 16 f32 rounded to bf16 exactly as F32ToBf16 (round to nearest even; NaNs keep
-// their top half, made quiet); the low halves are garbage, only the top ones are read.
-inline __m512i RoundToBf16Bits(__m512i u) {
-  const __m512i r = _mm512_add_epi32(
-      u, _mm512_add_epi32(_mm512_set1_epi32(0x7fff),
-                          _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
-  return _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x400000));
-}
-
-// Pairs i0 .. i0 + 15 of row xr (k values; zero past k) as 16 uint32: x[2i] in the low half.
-inline __m512i RowPairs(const float* xr, size_t k, size_t i0) {
-  // The odd words (top halves) of the 32 values, in order.
-  alignas(64) static constexpr uint16_t kTops[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
-                                                     23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
-                                                     45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
-  const size_t c0 = 2 * i0, left = k - c0;
-  const __mmask16 m0 = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
-  const __mmask16 m1 = left >= 32   ? __mmask16(0xffff)
-                       : left <= 16 ? __mmask16(0)
-                                    : __mmask16((1u << (left - 16)) - 1);
-  const __m512i a = RoundToBf16Bits(_mm512_maskz_loadu_epi32(m0, xr + c0));
-  const __m512i b = RoundToBf16Bits(_mm512_maskz_loadu_epi32(m1, xr + c0 + 16));
-  // Masked-off values load as +0, whose rounding is +0: the padding stays zero.
-  return _mm512_permutex2var_epi16(a, _mm512_load_si512(kTops), b);
-}
-
-}  // namespace
 
 void PackBf16PanelXTile(const float* const rows[kTile], size_t k, uint32_t* tile) {
   // 16 column pairs of the tile's tokens at a time: each token's 16 pairs in a register (rows

@@ -9,9 +9,25 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace moeserve {
 namespace {
+
+// Linux hands out the AMX tile data state (8 KiB of registers per thread) only on request, once
+// per process (all its threads, present and future); false where the kernel refuses or is older
+// than 5.16.
+bool RequestTileData() {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
 
 CpuFeatures Detect() {
   CpuFeatures f;
@@ -32,8 +48,11 @@ CpuFeatures Detect() {
   f.avx512bw = zmm_ok && (b & (1u << 30));
   f.avx512vl = zmm_ok && (b & (1u << 31));
   f.avx512_vnni = zmm_ok && (c & (1u << 11));
+  const bool amx_tile = d & (1u << 24), amx_bf16 = d & (1u << 22);
   __cpuid_count(7, 1, a, b, c, d);
   f.avx512_bf16 = zmm_ok && (a & (1u << 5));
+  const bool tiles_ok = (xlo & (3u << 17)) == (3u << 17);  // XTILECFG and XTILEDATA
+  f.amx_bf16 = amx_tile && amx_bf16 && tiles_ok && RequestTileData();
 #endif
   return f;
 }
@@ -55,6 +74,7 @@ Isa MachineIsa() {
     // Every CPU with AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4 and later) has AVX512_VNNI
     // too; the kAvx512Bf16 kernels use both.
     if (best == Isa::kAvx512 && f.avx512_bf16 && f.avx512_vnni) best = Isa::kAvx512Bf16;
+    if (best == Isa::kAvx512Bf16 && f.amx_bf16) best = Isa::kAmx;
     return best;
   }();
   return machine;
@@ -69,7 +89,8 @@ Isa EnvironmentIsa() {
     if (!cap || !*cap) return machine;
     const std::optional<Isa> limit = ParseIsaName(cap);
     if (!limit) {
-      LogWarn("MOESERVE_ISA=", cap, " is not one of scalar, avx2, avx512, avx512bf16: ignored");
+      LogWarn("MOESERVE_ISA=", cap,
+              " is not one of scalar, avx2, avx512, avx512bf16, amx: ignored");
       return machine;
     }
     return std::min(*limit, machine);
@@ -95,7 +116,7 @@ ScopedIsaCap::~ScopedIsaCap() {
 }
 
 std::optional<Isa> ParseIsaName(std::string_view name) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16})
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx})
     if (name == IsaName(isa)) return isa;
   return std::nullopt;
 }
@@ -110,6 +131,8 @@ std::string IsaName(Isa isa) {
       return "avx512";
     case Isa::kAvx512Bf16:
       return "avx512bf16";
+    case Isa::kAmx:
+      return "amx";
   }
   return "?";
 }

@@ -7,18 +7,24 @@
 
 namespace moeserve {
 
-enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Bf16 };
+// Ordered: each ISA's kernels may use everything below it. kAmx is kAvx512Bf16 plus the AMX tile
+// unit (AMX-TILE and AMX-BF16, Sapphire Rapids and later) for the bf16 GEMMs.
+enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Bf16, kAmx };
 
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_bf16 = false, avx512_vnni = false;
+  // The CPU has AMX-TILE and AMX-BF16 and the OS saves the tile state (XCR0 bits 17, 18), and
+  // Linux granted this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once here):
+  // without the grant the first tile instruction faults.
+  bool amx_bf16 = false;
 };
 
 const CpuFeatures& GetCpuFeatures();
 // The best ISA both the CPU and this build support, before any cap.
 Isa MachineIsa();
-// The ISA the kernels run: MachineIsa() capped by MOESERVE_ISA=scalar|avx2|avx512|avx512bf16
+// The ISA the kernels run: MachineIsa() capped by MOESERVE_ISA=scalar|avx2|avx512|avx512bf16|amx
 // (read once, at the first call) and by the innermost live ScopedIsaCap. Kernels do not ask it per
 // call: a kernels::KernelContext resolves it once.
 Isa BestIsa();

@@ -91,7 +91,10 @@ TEST_P(Bf16PanelsEveryIsa, MatMulMatchesDenseReferenceOnOddShapes) {
   for (size_t m : {1, 2, 5, 6, 7, 13, 200, 300}) {
     // 20 x 1101 at m = 300: x exceeds the kernels' L2 blocks, so token and column blocks (partial
     // sums through y) and an odd last column block run.
-    for (auto [rows, cols] : {std::pair<size_t, size_t>{37, 70}, {16, 3}, {50, 301}, {20, 1101}}) {
+    // 20 x 4001 at m = 300: the AMX kernel's x in token blocks (each block's B tiles made again).
+    for (auto [rows, cols] :
+         {std::pair<size_t, size_t>{37, 70}, {16, 3}, {50, 301}, {20, 1101}, {33, 4001}}) {
+      if (cols == 4001 && m < 200) continue;
       const std::vector<bf16> src = RandomBf16(rows * cols, rng);
       const WeightMatrix dense = Bf16Matrix(src.data(), rows, cols);
       const Panels p = Repack(dense);
@@ -204,6 +207,49 @@ TEST(Bf16Panels, XTilePackerRoundsExactlyAsF32ToBf16) {
         ASSERT_EQ(tile[i * kTile + s], want) << "k " << k << " pair " << i << " slot " << s;
       }
     for (size_t j = pairs * kTile; j < tile.size(); ++j)
+      ASSERT_EQ(tile[j], 0xdeadbeefu) << "wrote past the tile, k " << k;
+  }
+}
+
+// The AMX tile packer: each value rounded exactly as F32ToBf16, token t's 32 values of column
+// block b at word (b · 16 + t) · 16, padding slots and columns past k zero.
+TEST(Bf16Panels, AmxXTilePackerRoundsExactlyAsF32ToBf16) {
+  if (MachineIsa() < Isa::kAmx)
+    GTEST_SKIP() << "amx is not available on this machine (it runs " << IsaName(MachineIsa())
+                 << ")";
+  constexpr size_t kTile = amx::kXTileTokens;
+  std::mt19937 rng(9);
+  const uint32_t specials[] = {0x7f800001u, 0xffc00123u, 0x7f800000u, 0xff800000u,
+                               0x3f808000u, 0x3f818000u, 0x00000001u, 0x007fffffu,
+                               0x80008000u, 0x7f7fffffu, 0x00000000u, 0x80000000u};
+  for (size_t k : {1, 2, 3, 31, 32, 33, 63, 64, 301}) {
+    std::vector<std::vector<float>> x(kTile);
+    const float* rows[kTile];
+    for (size_t s = 0; s < kTile; ++s) {
+      x[s] = RandomF32(k, rng, -3, 3);
+      for (size_t c = s % 3; c < k; c += 5) {
+        const uint32_t bits = specials[(c + s) % std::size(specials)];
+        std::memcpy(&x[s][c], &bits, 4);
+      }
+      rows[s] = s % 5 == 4 ? nullptr : x[s].data();  // slots 4, 9 and 14: padding
+    }
+    const size_t elems = amx::XTileElems(1, k), blocks = (k + 31) / 32;
+    ASSERT_EQ(elems, blocks * 16 * 16);
+    std::vector<uint32_t> tile(elems + 16, 0xdeadbeefu);
+    amx::PackXTile(rows, k, tile.data());
+    for (size_t b = 0; b < blocks; ++b)
+      for (size_t s = 0; s < kTile; ++s)
+        for (size_t j = 0; j < 16; ++j) {
+          const size_t c = b * 32 + 2 * j;
+          uint32_t want = 0;
+          if (rows[s] && c < k) {
+            want = F32ToBf16(x[s][c]).bits;
+            if (c + 1 < k) want |= uint32_t{F32ToBf16(x[s][c + 1]).bits} << 16;
+          }
+          ASSERT_EQ(tile[(b * kTile + s) * 16 + j], want)
+              << "k " << k << " block " << b << " slot " << s << " pair " << j;
+        }
+    for (size_t j = elems; j < tile.size(); ++j)
       ASSERT_EQ(tile[j], 0xdeadbeefu) << "wrote past the tile, k " << k;
   }
 }

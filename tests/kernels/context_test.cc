@@ -27,6 +27,9 @@ TEST(KernelContext, RefusesAnIsaTheMachineLacksAndKeepsTheOneItWasGiven) {
   if (MachineIsa() < Isa::kAvx512Bf16) {
     EXPECT_THROW(KernelContext(pool, Isa::kAvx512Bf16), Error);
   }
+  if (MachineIsa() < Isa::kAmx) {
+    EXPECT_THROW(KernelContext(pool, Isa::kAmx), Error);
+  }
   // A context's ISA is fixed when it is made: a later cap of the process does not move it.
   KernelContext scalar(pool, Isa::kScalar);
   KernelContext best(pool, MachineIsa());

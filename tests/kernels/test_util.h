@@ -37,13 +37,13 @@ inline std::string IsaTestName(const ::testing::TestParamInfo<Isa>& info) {
   return IsaName(info.param);
 }
 
-#define MOESERVE_EVERY_ISA_SUITE(suite)                                          \
-  class suite : public ::moeserve::kernels::testing::EveryIsa {};                \
-  INSTANTIATE_TEST_SUITE_P(                                                      \
-      , suite,                                                                   \
-      ::testing::Values(::moeserve::Isa::kScalar, ::moeserve::Isa::kAvx2,        \
-                        ::moeserve::Isa::kAvx512, ::moeserve::Isa::kAvx512Bf16), \
-      ::moeserve::kernels::testing::IsaTestName)
+#define MOESERVE_EVERY_ISA_SUITE(suite)                                                            \
+  class suite : public ::moeserve::kernels::testing::EveryIsa {};                                  \
+  INSTANTIATE_TEST_SUITE_P(, suite,                                                                \
+                           ::testing::Values(::moeserve::Isa::kScalar, ::moeserve::Isa::kAvx2,     \
+                                             ::moeserve::Isa::kAvx512,                             \
+                                             ::moeserve::Isa::kAvx512Bf16, ::moeserve::Isa::kAmx), \
+                           ::moeserve::kernels::testing::IsaTestName)
 
 inline std::vector<float> RandomF32(size_t n, std::mt19937& rng, float lo = -1, float hi = 1) {
   std::uniform_real_distribution<float> d(lo, hi);

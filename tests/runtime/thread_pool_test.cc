@@ -96,8 +96,8 @@ TEST(CpuFeatures, ScopedCapsNestAndNeverRaiseTheIsa) {
     ScopedIsaCap scalar(Isa::kScalar);
     EXPECT_EQ(BestIsa(), Isa::kScalar);
     {
-      ScopedIsaCap higher(Isa::kAvx512Bf16);  // a cap never raises past what the machine runs
-      EXPECT_EQ(BestIsa(), std::min(best, Isa::kAvx512Bf16));
+      ScopedIsaCap higher(Isa::kAmx);  // a cap never raises past what the machine runs
+      EXPECT_EQ(BestIsa(), std::min(best, Isa::kAmx));
     }
     EXPECT_EQ(BestIsa(), Isa::kScalar);
   }
@@ -106,7 +106,7 @@ TEST(CpuFeatures, ScopedCapsNestAndNeverRaiseTheIsa) {
 }
 
 TEST(CpuFeatures, IsaNamesRoundTrip) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16})
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx})
     EXPECT_EQ(ParseIsaName(IsaName(isa)), isa);
   EXPECT_EQ(ParseIsaName("avx3"), std::nullopt);
   EXPECT_EQ(ParseIsaName(""), std::nullopt);

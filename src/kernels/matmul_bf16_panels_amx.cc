@@ -1,0 +1,289 @@
+// AMX MatMul over bf16 weights in 16-row panels (bf16_panels.h): TDPBF16PS on 16 × 16 tiles.
+//
+// Why: one TDPBF16PS does 16 × 16 × 32 multiply-adds (8192) in 16 cycles, 512 per cycle and core
+// where vdpbf16ps on two ports does 64: prefill (MoE experts, attention projections, LM head) is
+// compute-bound on vdpbf16ps (73% of its peak at 512 tokens) and has ~8x the headroom on the tile
+// unit of a Sapphire / Emerald / Granite Rapids core.
+//
+// Tiles: C[t, n] += Σ_i A[t, 2i .. 2i+1] · B[i, n], with
+//   A = 16 tokens × 32 columns of x as bf16 (a token's 32 values in one 64-byte tile row), packed
+//       once per call into A tiles (PackXTile: per 16 tokens, [k / 32][16 tokens][32]);
+//   B = 16 column pairs × 16 weight rows, row i holding (W[n, 2i], W[n, 2i + 1]) for the 16 rows n:
+//       exactly what LoadPairs makes of a panel's column pair, so a panel becomes B tiles with one
+//       vpermw per 64 bytes (into L2 scratch, once per panel pair and token block);
+//   C = 16 tokens × 16 weight rows, f32: a block of y as it is laid out, stored with y's stride.
+// Registers: tmm0..3 = C of 2 token tiles × 2 panels, tmm4, 5 = A, tmm6, 7 = B; 4 TDPBF16PS per
+// 4 tile loads.
+//
+// Numerics: as the vdpbf16ps panel kernel: x rounded to bf16 (as F32ToBf16), W exact, products
+// exact, f32 sums; the order (and the tile unit's internal rounding of each 32-term step: it
+// flushes bf16 and f32 subnormals, like vdpbf16ps) is the unit's. Tested against the dense
+// reference with the reordered-sum tolerance.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/bf16_panel_pairs_avx512.h"
+#include "kernels/bf16_panels.h"
+#include "kernels/internal.h"
+
+// The tile instructions, with a "memory" clobber: GCC's intrinsics (amxtileintrin.h) declare no
+// memory operands, so nothing stops the compiler moving the stores that fill a B tile's scratch
+// after the tileloadd that reads it, or the loads of a stored C before the tilestored.
+#define MOESERVE_TILE_LOAD(tmm, base, stride)                                   \
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #tmm ::"r"(base),               \
+                   "r"(static_cast<long>(stride))                               \
+                   : "memory")
+#define MOESERVE_TILE_STORE(tmm, base, stride)                                  \
+  __asm__ volatile("tilestored %%tmm" #tmm ", (%0,%1,1)" ::"r"(base),           \
+                   "r"(static_cast<long>(stride))                               \
+                   : "memory")
+// The same with the tile number a constant expression (a template argument).
+#define MOESERVE_TILE_STORE_N(tmm, base, stride)                                \
+  __asm__ volatile("tilestored %%tmm%c2, (%0,%1,1)" ::"r"(base),                \
+                   "r"(static_cast<long>(stride)), "i"(tmm)                     \
+                   : "memory")
+#define MOESERVE_TILE_ZERO(tmm) __asm__ volatile("tilezero %%tmm" #tmm ::: "memory")
+// c += a · b (AT&T operand order: b, a, c).
+#define MOESERVE_TILE_DP(c, a, b) \
+  __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::: "memory")
+
+namespace moeserve::kernels::amx {
+namespace {
+
+constexpr size_t kRows = kBf16PanelRows;  // weight rows per panel = C / B tile columns
+constexpr size_t kTokens = kXTileTokens;  // tokens per A tile
+constexpr size_t kBlockPairs = 16;        // column pairs per tile step (32 columns)
+constexpr size_t kTileWords = 256;        // uint32 per 1 KiB tile
+
+// The tile shapes (palette 1): all eight tiles 16 rows × 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+void ConfigureTiles() {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.colsb[t] = 64;
+    config.rows[t] = 16;
+  }
+  // Not _tile_loadconfig: GCC 12 declares its operand as the first 8 bytes only, and then drops
+  // the stores of the shapes as dead.
+  __asm__ volatile("ldtilecfg %0" ::"m"(config) : "memory");
+}
+
+// Column-pair block b (pairs 16b .. 16b + 15) of a panel as one B tile: pairs past k zero.
+inline void PackWBlock(const bf16* panel, size_t b, size_t full, size_t pairs, __m512i index,
+                       uint32_t* out) {
+  const size_t i0 = b * kBlockPairs;
+  if (i0 + kBlockPairs <= full) {
+    for (size_t j = 0; j < kBlockPairs; ++j)
+      _mm512_store_si512(out + j * 16, avx512bf16::LoadPairs(panel, i0 + j, index));
+    return;
+  }
+  for (size_t j = 0; j < kBlockPairs; ++j) {
+    const size_t i = i0 + j;
+    const __m512i v = i < full    ? avx512bf16::LoadPairs(panel, i, index)
+                      : i < pairs ? avx512bf16::LoadPairs(panel, i, index, true)
+                                  : _mm512_setzero_si512();
+    _mm512_store_si512(out + j * 16, v);
+  }
+}
+
+// The W block the token passes take after the current one, requested into L2 a share per tile
+// step: a block's first pass reads it from memory at one core's demand rate otherwise (MoE
+// experts' W is never cache resident). Lines [0, lines) of each panel, spread over `steps`.
+struct NextBlock {
+  const bf16* panel[2] = {nullptr, nullptr};
+  size_t lines = 0;  // 64-byte lines per panel
+  size_t steps = 1;  // tile steps of all the block's passes
+
+  [[gnu::always_inline]] void Request(size_t step) const {
+    const size_t l0 = step * lines / steps, l1 = (step + 1) * lines / steps;
+    for (const bf16* p : panel)
+      if (p)
+        for (size_t l = l0; l < l1; ++l)
+          _mm_prefetch(reinterpret_cast<const char*>(p) + l * 64, _MM_HINT_T1);
+  }
+};
+
+// C tile `tile` into y (tokens × rows of it): straight from the tile unit when whole and not
+// accumulated, else through `buf` (16 × 16 f32).
+template <int kTile>
+inline void StoreC(float* y, size_t ldy, size_t tokens, size_t rows, bool accumulate, float* buf) {
+  if (tokens == kTokens && rows == kRows && !accumulate) {
+    MOESERVE_TILE_STORE_N(kTile, y, ldy * sizeof(float));
+    return;
+  }
+  MOESERVE_TILE_STORE_N(kTile, buf, 64);
+  const __mmask16 mask = rows >= 16 ? __mmask16(0xffff) : __mmask16((1u << rows) - 1);
+  for (size_t t = 0; t < tokens; ++t) {
+    __m512 v = _mm512_load_ps(buf + t * 16);
+    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y + t * ldy));
+    _mm512_mask_storeu_ps(y + t * ldy, mask, v);
+  }
+}
+
+// One pass: TA token tiles (xa, the second at xa + xstride) × TB panels' B tiles (wb, the second
+// at wb + wstride) over `blocks` tile steps. `prep`: the pass writes the B tiles first, block by
+// block, from panel[] (the first pass of a block); else they are in wb. Step s of the pass is
+// step `step0 + s` of the block's prefetch schedule.
+template <int TA, int TB>
+void TilePass(const uint32_t* xa, size_t xstride, uint32_t* wb, size_t wstride, size_t blocks,
+              const bf16* const panel[2], bool prep, size_t full, size_t pairs,
+              const NextBlock& next, size_t step0, float* y, size_t ldy, size_t tokens, size_t rows,
+              bool accumulate) {
+  const __m512i index = avx512bf16::PairIndex();
+  MOESERVE_TILE_ZERO(0);
+  if (TB == 2) MOESERVE_TILE_ZERO(1);
+  if (TA == 2) MOESERVE_TILE_ZERO(2);
+  if (TA == 2 && TB == 2) MOESERVE_TILE_ZERO(3);
+  for (size_t b = 0; b < blocks; ++b) {
+    const size_t off = b * kTileWords;
+    if (prep) {
+      PackWBlock(panel[0], b, full, pairs, index, wb + off);
+      if (TB == 2) PackWBlock(panel[1], b, full, pairs, index, wb + wstride + off);
+    }
+    next.Request(step0 + b);
+    MOESERVE_TILE_LOAD(4, xa + off, 64);
+    MOESERVE_TILE_LOAD(6, wb + off, 64);
+    MOESERVE_TILE_DP(0, 4, 6);
+    if (TB == 2) {
+      MOESERVE_TILE_LOAD(7, wb + wstride + off, 64);
+      MOESERVE_TILE_DP(1, 4, 7);
+    }
+    if (TA == 2) {
+      MOESERVE_TILE_LOAD(5, xa + xstride + off, 64);
+      MOESERVE_TILE_DP(2, 5, 6);
+      if (TB == 2) MOESERVE_TILE_DP(3, 5, 7);
+    }
+  }
+  alignas(64) float buf[kTokens * kRows];
+  const size_t t0 = tokens < kTokens ? tokens : kTokens, r0 = rows < kRows ? rows : kRows;
+  StoreC<0>(y, ldy, t0, r0, accumulate, buf);
+  if (TB == 2) StoreC<1>(y + kRows, ldy, t0, rows - kRows, accumulate, buf);
+  if (TA == 2) {
+    float* y1 = y + kTokens * ldy;
+    StoreC<2>(y1, ldy, tokens - kTokens, r0, accumulate, buf);
+    if (TB == 2) StoreC<3>(y1 + kRows, ldy, tokens - kTokens, rows - kRows, accumulate, buf);
+  }
+}
+
+using PassFn = void (*)(const uint32_t*, size_t, uint32_t*, size_t, size_t, const bf16* const[2],
+                        bool, size_t, size_t, const NextBlock&, size_t, float*, size_t, size_t,
+                        size_t, bool);
+constexpr PassFn kPasses[2][2] = {{TilePass<1, 1>, TilePass<1, 2>}, {TilePass<2, 1>, TilePass<2, 2>}};
+
+inline size_t Blocks(size_t k) {
+  return ((k + 1) / 2 + kBlockPairs - 1) / kBlockPairs;
+}
+
+}  // namespace
+
+size_t XTileElems(size_t m, size_t k) {
+  return (m + kTokens - 1) / kTokens * Blocks(k) * kTileWords;
+}
+
+size_t WTileElems(size_t k) {
+  return 2 * Blocks(k) * kTileWords;
+}
+
+void PackXTile(const float* const rows[kXTileTokens], size_t k, uint32_t* tile) {
+  const size_t blocks = Blocks(k);
+  for (size_t b = 0; b < blocks; ++b)
+    for (size_t s = 0; s < kTokens; ++s) {
+      const __m512i v = rows[s] ? avx512bf16::RowPairs(rows[s], k, b * kBlockPairs)
+                                : _mm512_setzero_si512();
+      _mm512_storeu_si512(tile + (b * kTokens + s) * 16, v);
+    }
+}
+
+void PackX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* xt) {
+  const size_t tile_words = Blocks(k) * kTileWords;
+  for (size_t t0 = 0; t0 < m; t0 += kTokens) {
+    const float* rows[kTokens];
+    for (size_t t = 0; t < kTokens; ++t) rows[t] = t0 + t < m ? xr + (t0 + t) * ldxr : nullptr;
+    PackXTile(rows, k, xt + t0 / kTokens * tile_words);
+  }
+}
+
+void MatMulBf16Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float* y, size_t ldy,
+                      bool accumulate, uint32_t* wb) {
+  const size_t k = w.cols, pairs = (k + 1) / 2, full = k / 2, blocks = Blocks(k);
+  const size_t panels = (w.rows + kRows - 1) / kRows, tile_words = blocks * kTileWords;
+  const auto* base = static_cast<const bf16*>(w.data);
+  // x in token blocks of at most kXBudget (32-token multiples), kept in L2 while every panel pair
+  // passes: the 2 MiB L2 of these cores holds it beside the pair's B tiles (2 KiB per step).
+  constexpr size_t kXBudget = 1 << 20;
+  const size_t pass_bytes = 2 * tile_words * sizeof(uint32_t);
+  const size_t mc = (kXBudget / pass_bytes > 1 ? kXBudget / pass_bytes : 1) * 2 * kTokens;
+  const size_t panel_lines = (k * kRows * sizeof(bf16) + 63) / 64;
+  ConfigureTiles();
+  for (size_t t0 = 0; t0 < m; t0 += mc) {
+    const size_t t1 = m - t0 < mc ? m : t0 + mc;
+    const size_t passes = (t1 - t0 + 2 * kTokens - 1) / (2 * kTokens);
+    for (size_t p = 0; p < panels; p += 2) {
+      const size_t np = panels - p >= 2 ? 2 : 1, left = w.rows - p * kRows;
+      const size_t rows = left < np * kRows ? left : np * kRows;
+      const bf16* const panel[2] = {base + p * w.row_stride,
+                                    np == 2 ? base + (p + 1) * w.row_stride : nullptr};
+      // The next block: the next two panels, else the first two of the next token block.
+      NextBlock next;
+      const size_t q = p + 2 < panels ? p + 2 : (t1 < m ? 0 : panels);
+      for (size_t j = 0; j < 2 && q + j < panels; ++j) next.panel[j] = base + (q + j) * w.row_stride;
+      next.lines = panel_lines;
+      next.steps = passes * blocks;
+      for (size_t pass = 0; pass < passes; ++pass) {
+        const size_t t = t0 + pass * 2 * kTokens, tokens = t1 - t < 2 * kTokens ? t1 - t : 2 * kTokens;
+        kPasses[tokens > kTokens][np == 2](xt + t / kTokens * tile_words, tile_words, wb,
+                                            tile_words, blocks, panel, pass == 0, full, pairs,
+                                            next, pass * blocks, y + t * ldy + p * kRows, ldy,
+                                            tokens, rows, accumulate);
+      }
+    }
+  }
+  // Back to the init state: a thread holding tile data makes every context switch save 8 KiB.
+  _tile_release();
+}
+
+void Bf16TileChains(size_t iterations, float* sink) {
+  ConfigureTiles();
+  // A = 1.0, B = 2^-63: the sums stay finite and normal.
+  alignas(64) uint16_t a[512], b[512];
+  for (size_t i = 0; i < 512; ++i) a[i] = 0x3f80, b[i] = 0x2000;
+  MOESERVE_TILE_LOAD(6, a, 64);
+  MOESERVE_TILE_LOAD(7, b, 64);
+  MOESERVE_TILE_ZERO(0);
+  MOESERVE_TILE_ZERO(1);
+  MOESERVE_TILE_ZERO(2);
+  MOESERVE_TILE_ZERO(3);
+  MOESERVE_TILE_ZERO(4);
+  MOESERVE_TILE_ZERO(5);
+  // Six independent accumulators (the instruction's latency is a few of its 16-cycle issue
+  // slots), two steps each per round: 12 per round, each 16 · 16 · 32 · 2 flop.
+  for (size_t i = 0; i < iterations / kBf16TileChainDivisor; ++i) {
+    MOESERVE_TILE_DP(0, 6, 7);
+    MOESERVE_TILE_DP(1, 6, 7);
+    MOESERVE_TILE_DP(2, 6, 7);
+    MOESERVE_TILE_DP(3, 6, 7);
+    MOESERVE_TILE_DP(4, 6, 7);
+    MOESERVE_TILE_DP(5, 6, 7);
+    MOESERVE_TILE_DP(0, 6, 7);
+    MOESERVE_TILE_DP(1, 6, 7);
+    MOESERVE_TILE_DP(2, 6, 7);
+    MOESERVE_TILE_DP(3, 6, 7);
+    MOESERVE_TILE_DP(4, 6, 7);
+    MOESERVE_TILE_DP(5, 6, 7);
+  }
+  alignas(64) float out[256];
+  MOESERVE_TILE_STORE(0, out, 64);
+  *sink = out[0];
+  _tile_release();
+}
+
+}  // namespace moeserve::kernels::amx
