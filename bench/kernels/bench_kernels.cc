@@ -74,9 +74,15 @@ int Main(int argc, char** argv) {
   std::printf("isa %s, %zu threads, median of %d runs, bf16 weights %s\n",
               IsaName(BestIsa()).c_str(), pool.num_threads(), runs,
               panels ? "in 16-row panels" : "dense");
-  const Roofline roof = MeasureRoofline(ctx);
-  std::printf("roofline: read %.1f GB/s, bf16 dot %.0f GFLOP/s, f32 FMA %.0f GFLOP/s\n\n",
+  Roofline roof = MeasureRoofline(ctx);
+  std::printf("roofline: read %.1f GB/s, bf16 dot %.0f GFLOP/s, f32 FMA %.0f GFLOP/s",
               roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops);
+  if (roof.bf16_tile_gflops > 0) {
+    std::printf(", bf16 AMX tiles %.0f GFLOP/s", roof.bf16_tile_gflops);
+    // Panels run their GEMMs on the tile unit: the "bf16 peak" below is its peak.
+    if (panels) roof.bf16_fma_gflops = roof.bf16_tile_gflops;
+  }
+  std::printf("\n\n");
 
   const Shape shapes[] = {{"q_proj", 6144, 3072},
                           {"o_proj", 3072, 6144},

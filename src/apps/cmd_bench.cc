@@ -118,6 +118,14 @@ bool Int8Experts(const ModelOptions& mo) {
           q.IsQuantized("model.layers.0.mlp.experts.0.gate_proj"));
 }
 
+// The model's GEMMs are bf16 panels, which the AMX ISA runs on the tile unit: an unquantized
+// checkpoint repacked at load (not --weight-layout checkpoint).
+bool Bf16PanelGemms(const ModelOptions& mo) {
+  const loader::QuantConfig q = loader::ParseQuantConfig(
+      loader::JsonConfig::FromFile((std::filesystem::path(mo.model_dir) / "config.json").string()));
+  return q.method == loader::QuantMethod::kNone && mo.weight_layout == "auto";
+}
+
 int RunBench(const BenchOptions& o) {
   auto session = ModelSession::Open(o.model, o.parallel);
   if (session->is_worker()) return 0;
@@ -159,7 +167,7 @@ int RunBench(const BenchOptions& o) {
   // The roofline is measured again before every run: on a shared machine the bandwidth and the
   // compute left to this process drift over minutes, and a figure is only comparable with the
   // roofline of the same moment. Medians of both are reported.
-  std::vector<double> read_gbps, bf16_gflops, f32_gflops, int8_gops;
+  std::vector<double> read_gbps, bf16_gflops, f32_gflops, int8_gops, tile_gflops;
   std::vector<std::string> batch_modes;
   if (o.batch_tokens != "same") batch_modes.push_back("distinct");
   if (o.batch_tokens != "distinct") batch_modes.push_back("same");
@@ -173,6 +181,7 @@ int RunBench(const BenchOptions& o) {
       const kernels::Roofline roof = kernels::MeasureRoofline(session->kernels(), &probe);
       read_gbps.push_back(roof.read_gbps);
       bf16_gflops.push_back(roof.bf16_fma_gflops);
+      tile_gflops.push_back(roof.bf16_tile_gflops);
       f32_gflops.push_back(roof.f32_fma_gflops);
       int8_gops.push_back(roof.int8_dot_gops);
     }
@@ -252,17 +261,26 @@ int RunBench(const BenchOptions& o) {
   roof.bf16_fma_gflops = Median(bf16_gflops);
   roof.f32_fma_gflops = Median(f32_gflops);
   roof.int8_dot_gops = Median(int8_gops);
+  roof.bf16_tile_gflops = Median(tile_gflops);
   const PrefillOps ops = PrefillOpsPerToken(cfg, o.prompt_len);
   const double flops = ops.total();
   const double bytes = static_cast<double>(model->DecodeBytesPerToken());
   // The prompt's FLOPs are the whole model's, shared by all ranks; the probes ran on rank 0's
   // threads only, so with several ranks the peak compared against is rank 0's times their number.
   const double gflops = p * flops / 1e9, gbps = d * bytes / 1e9;
-  const double all_ranks_peak = roof.bf16_fma_gflops * comm.size();
+  // The bf16 peak of the path the GEMMs take: the AMX tile unit's for bf16 panels where the ISA
+  // has one, else the bf16 dot instruction's.
+  const bool on_tiles = roof.bf16_tile_gflops > 0 && Bf16PanelGemms(o.model);
+  const char* bf16_peak_name = on_tiles ? "bf16 peak (AMX tiles)" : "bf16 peak";
+  const double all_ranks_peak =
+      (on_tiles ? roof.bf16_tile_gflops : roof.bf16_fma_gflops) * comm.size();
   std::printf(
       "\nmachine (medians of the per-run probes): read bandwidth %.1f GB/s, bf16 FMA peak %.0f "
-      "GFLOP/s, f32 FMA peak %.0f GFLOP/s, int8 dot peak %.0f GOP/s\n",
+      "GFLOP/s, f32 FMA peak %.0f GFLOP/s, int8 dot peak %.0f GOP/s",
       roof.read_gbps, roof.bf16_fma_gflops, roof.f32_fma_gflops, roof.int8_dot_gops);
+  if (roof.bf16_tile_gflops > 0)
+    std::printf(", bf16 AMX tile peak %.0f GFLOP/s", roof.bf16_tile_gflops);
+  std::printf("\n");
   if (Int8Experts(o.model) && roof.int8_dot_gops > 0) {
     // The experts' int8 operations at the int8 peak, the rest at the bf16 peak: the prompt's
     // time at the roofline, and the share of it achieved.
@@ -276,9 +294,9 @@ int RunBench(const BenchOptions& o) {
         comm.size() > 1 ? " (rank 0's x ranks)" : "", o.runs);
   } else {
     std::printf(
-        "prefill (%zu-token prompt): %.1f tok/s = %.1f GFLOP/s = %.0f%% of the bf16 peak%s  "
+        "prefill (%zu-token prompt): %.1f tok/s = %.1f GFLOP/s = %.0f%% of the %s%s  "
         "[median of %zu]\n",
-        o.prompt_len, p, gflops, 100 * gflops / all_ranks_peak,
+        o.prompt_len, p, gflops, 100 * gflops / all_ranks_peak, bf16_peak_name,
         comm.size() > 1 ? " (rank 0's x ranks)" : "", o.runs);
   }
   std::printf(

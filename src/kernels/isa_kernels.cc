@@ -290,6 +290,7 @@ constexpr IsaKernels kScalar = {
     {nullptr, 0},
     {nullptr, 0},
     {nullptr, 0},
+    {nullptr, 0},
 };
 
 constexpr IsaKernels kAvx2 = {
@@ -308,6 +309,7 @@ constexpr IsaKernels kAvx2 = {
     {Probe<float, avx2::F32FmaChains>, 16},
     {nullptr, 0},  // no bf16 dot: the bf16 GEMMs run on f32 FMAs
     {Probe<int32_t, avx2::Int8DotChains>, 64},
+    {nullptr, 0},
 };
 
 // The VNNI MXFP4 kernel computes two 8-row groups per register, so its ranges are 16 rows.
@@ -327,10 +329,10 @@ constexpr IsaKernels kAvx512Bf16 = {
     {Probe<float, avx512bf16::F32FmaChains>, 32},
     {Probe<float, avx512bf16::Bf16DotChains>, 64},
     {Probe<int32_t, avx512bf16::Int8DotChains>, 128},
+    {nullptr, 0},
 };
 
-// The tile unit runs the bf16 panel GEMM; everything else is kAvx512Bf16's. Its bf16 peak is the
-// tile unit's (the path the prefill GEMMs take).
+// The tile unit runs the bf16 panel GEMM; everything else is kAvx512Bf16's.
 constexpr IsaKernels kAmx = {
     Isa::kAmx,
     {Avx512DenseF32Rows, Avx512DenseBf16Rows, Avx512QuantRows, Avx512QuantRows,
@@ -345,8 +347,9 @@ constexpr IsaKernels kAmx = {
     avx512bf16::AttentionTile,
     avx512bf16::SumBuffer,
     {Probe<float, avx512bf16::F32FmaChains>, 32},
-    {Probe<float, amx::Bf16TileChains>, 16.0 * 16 * 32 * 2 / amx::kBf16TileChainDivisor},
+    {Probe<float, avx512bf16::Bf16DotChains>, 64},
     {Probe<int32_t, avx512bf16::Int8DotChains>, 128},
+    {Probe<float, amx::Bf16TileChains>, 16.0 * 16 * 32 * 2 / amx::kBf16TileChainDivisor},
 };
 
 }  // namespace

@@ -73,6 +73,7 @@ struct IsaKernels {
   };
   double (*sum_buffer)(const float* data, size_t n);
   Probe f32_fma, bf16_dot, int8_dot;
+  Probe bf16_tile;  // the AMX tile unit's TDPBF16PS (same 12-chain accounting), else null
 };
 
 // m at or above this uses the GEMM kernels and their row grain; below it the GEMVs: streaming the

@@ -31,18 +31,17 @@
 // The tile instructions, with a "memory" clobber: GCC's intrinsics (amxtileintrin.h) declare no
 // memory operands, so nothing stops the compiler moving the stores that fill a B tile's scratch
 // after the tileloadd that reads it, or the loads of a stored C before the tilestored.
-#define MOESERVE_TILE_LOAD(tmm, base, stride)                                   \
-  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #tmm ::"r"(base),               \
-                   "r"(static_cast<long>(stride))                               \
+#define MOESERVE_TILE_LOAD(tmm, base, stride)                                                    \
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #tmm ::"r"(base), "r"(static_cast<long>(stride)) \
                    : "memory")
-#define MOESERVE_TILE_STORE(tmm, base, stride)                                  \
-  __asm__ volatile("tilestored %%tmm" #tmm ", (%0,%1,1)" ::"r"(base),           \
-                   "r"(static_cast<long>(stride))                               \
+#define MOESERVE_TILE_STORE(tmm, base, stride)                        \
+  __asm__ volatile("tilestored %%tmm" #tmm ", (%0,%1,1)" ::"r"(base), \
+                   "r"(static_cast<long>(stride))                     \
                    : "memory")
 // The same with the tile number a constant expression (a template argument).
-#define MOESERVE_TILE_STORE_N(tmm, base, stride)                                \
-  __asm__ volatile("tilestored %%tmm%c2, (%0,%1,1)" ::"r"(base),                \
-                   "r"(static_cast<long>(stride)), "i"(tmm)                     \
+#define MOESERVE_TILE_STORE_N(tmm, base, stride)                                                 \
+  __asm__ volatile("tilestored %%tmm%c2, (%0,%1,1)" ::"r"(base), "r"(static_cast<long>(stride)), \
+                   "i"(tmm)                                                                      \
                    : "memory")
 #define MOESERVE_TILE_ZERO(tmm) __asm__ volatile("tilezero %%tmm" #tmm ::: "memory")
 // c += a · b (AT&T operand order: b, a, c).
@@ -177,7 +176,8 @@ void TilePass(const uint32_t* xa, size_t xstride, uint32_t* wb, size_t wstride, 
 using PassFn = void (*)(const uint32_t*, size_t, uint32_t*, size_t, size_t, const bf16* const[2],
                         bool, size_t, size_t, const NextBlock&, size_t, float*, size_t, size_t,
                         size_t, bool);
-constexpr PassFn kPasses[2][2] = {{TilePass<1, 1>, TilePass<1, 2>}, {TilePass<2, 1>, TilePass<2, 2>}};
+constexpr PassFn kPasses[2][2] = {{TilePass<1, 1>, TilePass<1, 2>},
+                                  {TilePass<2, 1>, TilePass<2, 2>}};
 
 inline size_t Blocks(size_t k) {
   return ((k + 1) / 2 + kBlockPairs - 1) / kBlockPairs;
@@ -197,8 +197,8 @@ void PackXTile(const float* const rows[kXTileTokens], size_t k, uint32_t* tile) 
   const size_t blocks = Blocks(k);
   for (size_t b = 0; b < blocks; ++b)
     for (size_t s = 0; s < kTokens; ++s) {
-      const __m512i v = rows[s] ? avx512bf16::RowPairs(rows[s], k, b * kBlockPairs)
-                                : _mm512_setzero_si512();
+      const __m512i v =
+          rows[s] ? avx512bf16::RowPairs(rows[s], k, b * kBlockPairs) : _mm512_setzero_si512();
       _mm512_storeu_si512(tile + (b * kTokens + s) * 16, v);
     }
 }
@@ -235,15 +235,17 @@ void MatMulBf16Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float
       // The next block: the next two panels, else the first two of the next token block.
       NextBlock next;
       const size_t q = p + 2 < panels ? p + 2 : (t1 < m ? 0 : panels);
-      for (size_t j = 0; j < 2 && q + j < panels; ++j) next.panel[j] = base + (q + j) * w.row_stride;
+      for (size_t j = 0; j < 2 && q + j < panels; ++j)
+        next.panel[j] = base + (q + j) * w.row_stride;
       next.lines = panel_lines;
       next.steps = passes * blocks;
       for (size_t pass = 0; pass < passes; ++pass) {
-        const size_t t = t0 + pass * 2 * kTokens, tokens = t1 - t < 2 * kTokens ? t1 - t : 2 * kTokens;
+        const size_t t = t0 + pass * 2 * kTokens,
+                     tokens = t1 - t < 2 * kTokens ? t1 - t : 2 * kTokens;
         kPasses[tokens > kTokens][np == 2](xt + t / kTokens * tile_words, tile_words, wb,
-                                            tile_words, blocks, panel, pass == 0, full, pairs,
-                                            next, pass * blocks, y + t * ldy + p * kRows, ldy,
-                                            tokens, rows, accumulate);
+                                           tile_words, blocks, panel, pass == 0, full, pairs, next,
+                                           pass * blocks, y + t * ldy + p * kRows, ldy, tokens,
+                                           rows, accumulate);
       }
     }
   }

@@ -96,6 +96,7 @@ Roofline MeasureRoofline(KernelContext& ctx, ReadBandwidthProbe* probe) {
   roof.bf16_fma_gflops =
       kern.bf16_dot.run ? peak(kern.bf16_dot, fsinks.data(), sizeof(float)) : roof.f32_fma_gflops;
   roof.int8_dot_gops = peak(kern.int8_dot, isinks.data(), sizeof(int32_t));
+  roof.bf16_tile_gflops = peak(kern.bf16_tile, fsinks.data(), sizeof(float));
   return roof;
 }
 

@@ -17,6 +17,10 @@ struct Roofline {
   // Peak of the int8 dot-product step the MXFP4 x int8 kernel uses (vpdpbusd with VNNI, else
   // vpmaddubsw + vpaddw), all threads, 2 ops per multiply-add.
   double int8_dot_gops = 0;
+  // Peak of the AMX tile unit's bf16 product (TDPBF16PS), all threads; 0 where the ISA has none.
+  // The bf16 panel GEMMs run on it; everything else bf16 (attention, the FP8 GEMMs) on the dot
+  // instruction of bf16_fma_gflops.
+  double bf16_tile_gflops = 0;
 };
 
 // The read-bandwidth probe: a 1 GiB buffer on huge pages (where THP allows, as the repacked
