@@ -146,6 +146,9 @@ void GemvMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float*
 void GemmFp8(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
              bool accumulate, bf16* pack, float* scales, uint32_t* xt);
 size_t Fp8XTileElems(size_t m, size_t k);
+// Rows [r0, r0 + nr) (nr ≤ 32) of an FP8 range decoded exactly to bf16 in GemmBf16's packed
+// layout (PackPanelBf16), column pairs [0, ceil(k / 2)); rows ≥ nr zero.
+void DecodeFp8Panel(const QuantRows& w, size_t r0, size_t nr, bf16* pack);
 void GemmMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
                bool accumulate, bf16* panel, bf16* pack);
 // pack[p][j][2] = W[j][2p .. 2p+1] for j < 32 (zero beyond `rows` and `k`): GemmBf16's layout.
@@ -204,6 +207,18 @@ void MatMulBf16Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float
 // (16 · 16 · 32 multiply-adds each) on six accumulators: 12 chains × 1024 flop per iteration.
 inline constexpr size_t kBf16TileChainDivisor = 16;
 void Bf16TileChains(size_t iterations, float* sink);
+// x's bf16 rows [m, k] (zero padded past k to the row's end, as PreparedX::b16) packed as PackX
+// packs f32 rows (the values are already bf16).
+void PackXBf16(const bf16* xb, size_t ldxb, size_t m, size_t k, uint32_t* xt);
+// FP8-block GEMM on the tile unit (matmul_quant_amx.cc): 32-row panels decoded exactly to bf16
+// (avx512bf16::DecodeFp8Panel), their products with x summed per 128-column scale block in C
+// tiles and scaled into f32 totals (as the vdpbf16ps GemmFp8). Needs w.col0 % 32 == 0 (scale
+// blocks on tile steps); w.rows ranges start on 32-row panels. xt: x packed by PackX / PackXBf16;
+// pack: Fp8PackElems(k) bf16, scales: Fp8ScaleFloats(k) f32, 64-byte aligned scratch.
+size_t Fp8PackElems(size_t k);
+size_t Fp8ScaleFloats(size_t k);
+void GemmFp8(const uint32_t* xt, size_t m, const QuantRows& w, float* y, size_t ldy,
+             bool accumulate, bf16* pack, float* scales);
 }  // namespace amx
 
 // The MatMul row-range kernel for the ISA in use, on x prepared once per call (matmul.cc).

@@ -251,6 +251,20 @@ void AmxBf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size
                      });
 }
 
+// FP8-block GEMMs on the tile unit where the view's scale blocks fall on its 32-column steps;
+// the GEMV, MXFP4 and odd views as on AVX-512 BF16.
+void AmxQuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                  size_t ldy, bool accumulate, WorkerScratch& s) {
+  if (w.format != WeightFormat::kFp8Block || x.m < kGemmMinM || w.col0 % 32 != 0 || w.cols > 16000)
+    return Avx512QuantRows(x, w, n0, n1, y, ldy, accumulate, s);
+  const size_t k = w.cols;
+  uint32_t* xt = s.xpack.As<uint32_t>(amx::XTileElems(x.m, k));
+  amx::PackXBf16(x.b16, x.ld, x.m, k, xt);
+  amx::GemmFp8(xt, x.m, QuantView(w, n0, n1), y + n0, ldy, accumulate,
+               s.pack.As<bf16>(amx::Fp8PackElems(k)),
+               s.fp8_scales.As<float>(amx::Fp8ScaleFloats(k)));
+}
+
 void Avx512ToBf16Row(const float* x, size_t k, bf16* out, size_t ld) {
   avx512bf16::ToBf16Rows(x, k, 1, k, out, ld);
 }
@@ -332,10 +346,10 @@ constexpr IsaKernels kAvx512Bf16 = {
     {nullptr, 0},
 };
 
-// The tile unit runs the bf16 panel GEMM; everything else is kAvx512Bf16's.
+// The tile unit runs the bf16 panel and FP8-block GEMMs; everything else is kAvx512Bf16's.
 constexpr IsaKernels kAmx = {
     Isa::kAmx,
-    {Avx512DenseF32Rows, Avx512DenseBf16Rows, Avx512QuantRows, Avx512QuantRows,
+    {Avx512DenseF32Rows, Avx512DenseBf16Rows, AmxQuantRows, Avx512QuantRows,
      Q8GroupRows<avx512bf16::MatMulMxfp4I8>, AmxBf16PanelRows, Avx2Fp8PanelRows},
     {kF32, kBf16, kBf16, kBf16, kQ8, kAmxTiles, kRoundedF32},
     {8, 8, 8, 8, 2 * kMxfp4I8GroupRows, kBf16PanelRows, kFp8PanelRows},

@@ -24,29 +24,10 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/amx_tiles.h"
 #include "kernels/bf16_panel_pairs_avx512.h"
 #include "kernels/bf16_panels.h"
 #include "kernels/internal.h"
-
-// The tile instructions, with a "memory" clobber: GCC's intrinsics (amxtileintrin.h) declare no
-// memory operands, so nothing stops the compiler moving the stores that fill a B tile's scratch
-// after the tileloadd that reads it, or the loads of a stored C before the tilestored.
-#define MOESERVE_TILE_LOAD(tmm, base, stride)                                                    \
-  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #tmm ::"r"(base), "r"(static_cast<long>(stride)) \
-                   : "memory")
-#define MOESERVE_TILE_STORE(tmm, base, stride)                        \
-  __asm__ volatile("tilestored %%tmm" #tmm ", (%0,%1,1)" ::"r"(base), \
-                   "r"(static_cast<long>(stride))                     \
-                   : "memory")
-// The same with the tile number a constant expression (a template argument).
-#define MOESERVE_TILE_STORE_N(tmm, base, stride)                                                 \
-  __asm__ volatile("tilestored %%tmm%c2, (%0,%1,1)" ::"r"(base), "r"(static_cast<long>(stride)), \
-                   "i"(tmm)                                                                      \
-                   : "memory")
-#define MOESERVE_TILE_ZERO(tmm) __asm__ volatile("tilezero %%tmm" #tmm ::: "memory")
-// c += a · b (AT&T operand order: b, a, c).
-#define MOESERVE_TILE_DP(c, a, b) \
-  __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::: "memory")
 
 namespace moeserve::kernels::amx {
 namespace {
@@ -55,26 +36,6 @@ constexpr size_t kRows = kBf16PanelRows;  // weight rows per panel = C / B tile 
 constexpr size_t kTokens = kXTileTokens;  // tokens per A tile
 constexpr size_t kBlockPairs = 16;        // column pairs per tile step (32 columns)
 constexpr size_t kTileWords = 256;        // uint32 per 1 KiB tile
-
-// The tile shapes (palette 1): all eight tiles 16 rows × 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-void ConfigureTiles() {
-  TileConfig config;
-  for (int t = 0; t < 8; ++t) {
-    config.colsb[t] = 64;
-    config.rows[t] = 16;
-  }
-  // Not _tile_loadconfig: GCC 12 declares its operand as the first 8 bytes only, and then drops
-  // the stores of the shapes as dead.
-  __asm__ volatile("ldtilecfg %0" ::"m"(config) : "memory");
-}
 
 // Column-pair block b (pairs 16b .. 16b + 15) of a panel as one B tile: pairs past k zero.
 inline void PackWBlock(const bf16* panel, size_t b, size_t full, size_t pairs, __m512i index,

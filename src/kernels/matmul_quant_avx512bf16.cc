@@ -718,6 +718,10 @@ void GemmMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float*
   }
 }
 
+void DecodeFp8Panel(const QuantRows& w, size_t r0, size_t nr, bf16* pack) {
+  DecodeFp8Packed(w, r0, nr, pack, _mm512_load_si512(kE4M3Subnormal));
+}
+
 size_t Fp8XTileElems(size_t m, size_t k) {
   return (m + kFp8TileTokens - 1) / kFp8TileTokens * kFp8TileTokens * ((k + 1) / 2);
 }

@@ -229,10 +229,12 @@ TEST_P(QuantMatMulEveryIsa, Fp8BlockViews) {
       {400, 500, 100, 70, 61, 317},   // offsets inside blocks on both axes
       {384, 300, 192, 64, 192, 236},  // a tp=8 style slice: 192 rows from row 192, col0 64
       {200, 131, 3, 1, 150, 129},     // odd col0 (GEMM falls back to GEMV), blocks straddled
+      {300, 700, 100, 96, 77, 581},   // col0 % 128 = 96: a one-step first block on the AMX tiles,
+                                     // and 32-row panels across the 128-row scale boundary
   };
   for (const V& v : views) {
     QuantWeight q = MakeFp8(v.full_rows, v.full_cols, v.row0, v.col0, v.rows, v.cols, rng);
-    for (size_t m : {1, 3, 17, 64}) CheckMatMul(q.view, m, 1.0f, m == 3, ctx, rng);
+    for (size_t m : {1, 3, 17, 40, 64}) CheckMatMul(q.view, m, 1.0f, m == 3 || m == 40, ctx, rng);
   }
   // Subnormal codes only (exponent field 0: ±m · 2^-9), which the AVX-512 decoder special-cases;
   // among random codes they are too small to be noticed by the tolerance.

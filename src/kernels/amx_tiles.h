@@ -1,0 +1,53 @@
+// The AMX tile unit as the AMX translation units use it (include only from TUs built with the AMX
+// flags): the tile instructions with honest memory clobbers, and the one tile shape they all use.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+// The tile instructions, with a "memory" clobber: GCC's intrinsics (amxtileintrin.h) declare no
+// memory operands, so nothing stops the compiler moving the stores that fill a B tile's scratch
+// after the tileloadd that reads it, or the loads of a stored C before the tilestored.
+#define MOESERVE_TILE_LOAD(tmm, base, stride)                                                    \
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm" #tmm ::"r"(base), "r"(static_cast<long>(stride)) \
+                   : "memory")
+#define MOESERVE_TILE_STORE(tmm, base, stride)                        \
+  __asm__ volatile("tilestored %%tmm" #tmm ", (%0,%1,1)" ::"r"(base), \
+                   "r"(static_cast<long>(stride))                     \
+                   : "memory")
+// The same with the tile number a constant expression (a template argument).
+#define MOESERVE_TILE_STORE_N(tmm, base, stride)                                                 \
+  __asm__ volatile("tilestored %%tmm%c2, (%0,%1,1)" ::"r"(base), "r"(static_cast<long>(stride)), \
+                   "i"(tmm)                                                                      \
+                   : "memory")
+#define MOESERVE_TILE_ZERO(tmm) __asm__ volatile("tilezero %%tmm" #tmm ::: "memory")
+// c += a · b (AT&T operand order: b, a, c).
+#define MOESERVE_TILE_DP(c, a, b) \
+  __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::: "memory")
+
+namespace moeserve::kernels::amx {
+
+// The tile shapes (palette 1): all eight tiles 16 rows × 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Loads the shapes on the calling thread; a kernel calls it on entry and _tile_release() on return
+// (a thread holding tile data makes every context switch save 8 KiB).
+inline void ConfigureTiles() {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.colsb[t] = 64;
+    config.rows[t] = 16;
+  }
+  // Not _tile_loadconfig: GCC 12 declares its operand as the first 8 bytes only, and then drops
+  // the stores of the shapes as dead.
+  __asm__ volatile("ldtilecfg %0" ::"m"(config) : "memory");
+}
+
+}  // namespace moeserve::kernels::amx

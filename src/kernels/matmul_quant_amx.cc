@@ -1,0 +1,214 @@
+// AMX FP8-block GEMM: e4m3 codes decoded exactly to bf16 (32-row panels, avx512bf16's decoder),
+// TDPBF16PS per 128-column scale block, the block's partial sums scaled into f32 totals.
+//
+// Why: the vdpbf16ps FP8 GEMM is compute-bound, and on Sapphire / Emerald Rapids vdpbf16ps peaks
+// below the f32 FMAs (155-178 GFLOP/s on 2 Emerald Rapids threads, where TDPBF16PS measures
+// 1900-4600): an FP8 checkpoint's prefill ran at a sixth of the same model in bf16 on the tiles.
+//
+// Tiles: as the bf16 panel kernel (matmul_bf16_panels_amx.cc): A = 16 tokens × 32 columns of x
+// (PackX layout), B = 16 column pairs × 16 weight rows, read straight from the decoded panel
+// (GemmBf16's packed layout holds pair p of the panel's 32 rows as 128 contiguous bytes, so rows
+// 0-15 and 16-31 of 16 pairs are two tiles of stride 128), C = 16 tokens × 16 rows. A 128-column
+// scale block is 4 tile steps (the view's col0 % 32 == 0 puts every block boundary on a step);
+// after each block the 4 C tiles are stored and multiplied by their rows' scales into totals in
+// L1 (per row: a panel may straddle a 128-row scale boundary in a tensor-parallel slice).
+//
+// Numerics: as avx512bf16::GemmFp8: x rounded to bf16, W's codes exact in bf16, exact products,
+// f32 sums per scale block (in the tile unit's order), then one multiply-add by the block scale.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/amx_tiles.h"
+#include "kernels/internal.h"
+
+namespace moeserve::kernels::amx {
+namespace {
+
+constexpr size_t kPanel = 32;       // weight rows per decoded panel: two B tiles
+constexpr size_t kTokens = kXTileTokens;
+constexpr size_t kStepPairs = 16;   // column pairs per tile step
+constexpr size_t kTileWords = 256;  // uint32 per 1 KiB tile
+constexpr size_t kScaleBlock = 128;
+
+inline size_t Steps(size_t k) {
+  return ((k + 1) / 2 + kStepPairs - 1) / kStepPairs;
+}
+
+// The next panel's codes (rows × lines of 64 bytes), requested into L2 a share per tile step of
+// the current panel's passes: the decode then reads them from L2, not at one core's demand rate
+// from memory.
+struct NextCodes {
+  const uint8_t* codes = nullptr;  // null: nothing to request
+  size_t stride = 0, rows = 0, lines = 0, steps = 1;
+
+  [[gnu::always_inline]] void Request(size_t step) const {
+    if (!codes) return;
+    const size_t total = rows * lines;
+    for (size_t l = step * total / steps, end = (step + 1) * total / steps; l < end; ++l)
+      _mm_prefetch(reinterpret_cast<const char*>(codes + (l / lines) * stride + (l % lines) * 64),
+                   _MM_HINT_T1);
+  }
+};
+
+// totals[t][0..16) += C tile `kTile` row t · s, t < 16.
+template <int kTile>
+inline void ScaleInto(float (*totals)[kPanel], __m512 s, float* buf) {
+  MOESERVE_TILE_STORE_N(kTile, buf, 64);
+  for (size_t t = 0; t < kTokens; ++t)
+    _mm512_store_ps(totals[t],
+                    _mm512_fmadd_ps(_mm512_load_ps(buf + t * 16), s, _mm512_load_ps(totals[t])));
+}
+
+// One pass: TA token tiles (xa, the second at xa + xstride) × TB 16-row halves of the decoded
+// panel, block by block (block b = tile steps [bounds[b], bounds[b + 1])), into y (tokens × rows).
+template <int TA, int TB>
+void Fp8Pass(const uint32_t* xa, size_t xstride, const uint32_t* pack, const size_t* bounds,
+             size_t blocks, const float* scales, const NextCodes& next, size_t step0, float* y,
+             size_t ldy, size_t tokens, size_t rows, bool accumulate) {
+  alignas(64) float totals[2 * kTokens][kPanel];
+  for (size_t t = 0; t < TA * kTokens; ++t) {
+    _mm512_store_ps(totals[t], _mm512_setzero_ps());
+    _mm512_store_ps(totals[t] + 16, _mm512_setzero_ps());
+  }
+  alignas(64) float buf[kTokens * 16];
+  for (size_t b = 0; b < blocks; ++b) {
+    MOESERVE_TILE_ZERO(0);
+    if (TB == 2) MOESERVE_TILE_ZERO(1);
+    if (TA == 2) MOESERVE_TILE_ZERO(2);
+    if (TA == 2 && TB == 2) MOESERVE_TILE_ZERO(3);
+    for (size_t st = bounds[b]; st < bounds[b + 1]; ++st) {
+      next.Request(step0 + st);
+      const uint32_t* wb = pack + st * kStepPairs * kPanel;
+      MOESERVE_TILE_LOAD(4, xa + st * kTileWords, 64);
+      MOESERVE_TILE_LOAD(6, wb, 128);
+      MOESERVE_TILE_DP(0, 4, 6);
+      if (TB == 2) {
+        MOESERVE_TILE_LOAD(7, wb + 16, 128);
+        MOESERVE_TILE_DP(1, 4, 7);
+      }
+      if (TA == 2) {
+        MOESERVE_TILE_LOAD(5, xa + xstride + st * kTileWords, 64);
+        MOESERVE_TILE_DP(2, 5, 6);
+        if (TB == 2) MOESERVE_TILE_DP(3, 5, 7);
+      }
+    }
+    const __m512 s0 = _mm512_load_ps(scales + b * kPanel);
+    const __m512 s1 = _mm512_load_ps(scales + b * kPanel + 16);
+    ScaleInto<0>(totals, s0, buf);
+    if (TB == 2) ScaleInto<1>(reinterpret_cast<float(*)[kPanel]>(totals[0] + 16), s1, buf);
+    if (TA == 2) {
+      ScaleInto<2>(totals + kTokens, s0, buf);
+      if (TB == 2) ScaleInto<3>(reinterpret_cast<float(*)[kPanel]>(totals[kTokens] + 16), s1, buf);
+    }
+  }
+  const __mmask16 m0 = rows >= 16 ? __mmask16(0xffff) : __mmask16((1u << rows) - 1);
+  const __mmask16 m1 = rows >= 32   ? __mmask16(0xffff)
+                       : rows <= 16 ? __mmask16(0)
+                                    : __mmask16((1u << (rows - 16)) - 1);
+  for (size_t t = 0; t < tokens; ++t) {
+    float* yt = y + t * ldy;
+    __m512 v0 = _mm512_load_ps(totals[t]), v1 = _mm512_load_ps(totals[t] + 16);
+    if (accumulate) {
+      v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(m0, yt));
+      v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(m1, yt + 16));
+    }
+    _mm512_mask_storeu_ps(yt, m0, v0);
+    if (m1) _mm512_mask_storeu_ps(yt + 16, m1, v1);
+  }
+}
+
+using PassFn = void (*)(const uint32_t*, size_t, const uint32_t*, const size_t*, size_t,
+                        const float*, const NextCodes&, size_t, float*, size_t, size_t, size_t,
+                        bool);
+constexpr PassFn kPasses[2][2] = {{Fp8Pass<1, 1>, Fp8Pass<1, 2>}, {Fp8Pass<2, 1>, Fp8Pass<2, 2>}};
+
+constexpr size_t kMaxBlocks = 128;  // k up to 16256 columns
+
+}  // namespace
+
+size_t Fp8PackElems(size_t k) {
+  return Steps(k) * kStepPairs * kPanel * 2;
+}
+
+size_t Fp8ScaleFloats(size_t k) {
+  return kPanel * (k / kScaleBlock + 2);
+}
+
+void PackXBf16(const bf16* xb, size_t ldxb, size_t m, size_t k, uint32_t* xt) {
+  const size_t steps = Steps(k), tile_words = steps * kTileWords;
+  for (size_t t = 0; t < (m + kTokens - 1) / kTokens * kTokens; ++t) {
+    uint32_t* tile = xt + t / kTokens * tile_words + (t % kTokens) * 16;
+    for (size_t st = 0; st < steps; ++st) {
+      const size_t c0 = st * 2 * kStepPairs, left = k - c0;
+      const __mmask32 mask = t >= m      ? __mmask32(0)
+                             : left >= 32 ? __mmask32(0xffffffffu)
+                                          : __mmask32((1u << left) - 1);
+      const bf16* row = t < m ? xb + t * ldxb + c0 : xb;  // padding tokens load nothing
+      _mm512_storeu_si512(tile + st * kTileWords, _mm512_maskz_loadu_epi16(mask, row));
+    }
+  }
+}
+
+void GemmFp8(const uint32_t* xt, size_t m, const QuantRows& w, float* y, size_t ldy,
+             bool accumulate, bf16* pack, float* scales) {
+  const size_t k = w.k, pairs = (k + 1) / 2, steps = Steps(k), tile_words = steps * kTileWords;
+  // Scale block b covers tile steps [bounds[b], bounds[b + 1]) (col0 % 32 == 0: boundaries fall
+  // on steps; the last may end inside one, past k the decoded panel and x are zero).
+  size_t bounds[kMaxBlocks + 1];
+  size_t blocks = 0;
+  bounds[0] = 0;
+  for (size_t a = 0; a < k; ++blocks) {
+    if (blocks == kMaxBlocks) __builtin_trap();  // the caller checks k (Fp8ScaleFloats)
+    const size_t end = ((w.col0 + a) / kScaleBlock + 1) * kScaleBlock - w.col0;
+    a = end < k ? end : k;
+    bounds[blocks + 1] = (a + 2 * kStepPairs - 1) / (2 * kStepPairs);
+  }
+  const float* block_scales = static_cast<const float*>(w.scales);
+  const size_t first_blk = w.col0 / kScaleBlock, lines = (k + 63) / 64;
+  const uint32_t* pack_words = reinterpret_cast<const uint32_t*>(pack);
+  // x in token blocks of at most 1 MiB, kept in L2 while the panels pass (each panel decoded once
+  // per token block: ~10k cycles against the block's ≥ 100k of tile work at k = 3072).
+  constexpr size_t kXBudget = 1 << 20;
+  const size_t pass_bytes = 2 * tile_words * sizeof(uint32_t);
+  const size_t mc = (kXBudget / pass_bytes > 1 ? kXBudget / pass_bytes : 1) * 2 * kTokens;
+  ConfigureTiles();
+  for (size_t t0 = 0; t0 < m; t0 += mc) {
+    const size_t t1 = m - t0 < mc ? m : t0 + mc;
+    const size_t passes = (t1 - t0 + 2 * kTokens - 1) / (2 * kTokens);
+    for (size_t n = 0; n < w.rows; n += kPanel) {
+      const size_t nr = w.rows - n < kPanel ? w.rows - n : kPanel;
+      avx512bf16::DecodeFp8Panel(w, n, nr, pack);
+      // The pairs of the last step past k: zero (the decoder writes pairs below ceil(k / 2)).
+      for (size_t p = pairs; p < steps * kStepPairs; ++p) {
+        _mm512_store_si512(pack + p * kPanel * 2, _mm512_setzero_si512());
+        _mm512_store_si512(pack + p * kPanel * 2 + 32, _mm512_setzero_si512());
+      }
+      for (size_t b = 0; b < blocks; ++b)
+        for (size_t j = 0; j < kPanel; ++j)
+          scales[b * kPanel + j] =
+              j < nr ? block_scales[((w.row0 + n + j) / kScaleBlock) * w.scale_stride + first_blk + b]
+                     : 0.0f;
+      // The next panel of this token block, else the first of the next one.
+      NextCodes next;
+      const size_t nn = n + kPanel < w.rows ? n + kPanel : (t1 < m ? 0 : w.rows);
+      if (nn < w.rows) {
+        next.codes = w.codes + nn * w.row_stride;
+        next.stride = w.row_stride;
+        next.rows = w.rows - nn < kPanel ? w.rows - nn : kPanel;
+        next.lines = lines;
+        next.steps = passes * steps;
+      }
+      for (size_t pass = 0; pass < passes; ++pass) {
+        const size_t t = t0 + pass * 2 * kTokens;
+        const size_t tokens = t1 - t < 2 * kTokens ? t1 - t : 2 * kTokens;
+        kPasses[tokens > kTokens][nr > 16](xt + t / kTokens * tile_words, tile_words, pack_words,
+                                            bounds, blocks, scales, next, pass * steps,
+                                            y + t * ldy + n, ldy, tokens, nr, accumulate);
+      }
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace moeserve::kernels::amx
