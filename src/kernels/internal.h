@@ -149,6 +149,10 @@ size_t Fp8XTileElems(size_t m, size_t k);
 // Rows [r0, r0 + nr) (nr ≤ 32) of an FP8 range decoded exactly to bf16 in GemmBf16's packed
 // layout (PackPanelBf16), column pairs [0, ceil(k / 2)); rows ≥ nr zero.
 void DecodeFp8Panel(const QuantRows& w, size_t r0, size_t nr, bf16* pack);
+// One 16-row FP8 panel (fp8_panels.h: codes [k][16]) decoded exactly to bf16 column pairs: pair i
+// as 16 uint32 at out + 16 i (row r: W[r, 2i] | W[r, 2i + 1] << 16, unscaled), pairs up to the
+// next multiple of 16 (zero past k).
+void DecodeFp8PanelPairs(const uint8_t* codes, size_t k, uint32_t* out);
 void GemmMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
                bool accumulate, bf16* panel, bf16* pack);
 // pack[p][j][2] = W[j][2p .. 2p+1] for j < 32 (zero beyond `rows` and `k`): GemmBf16's layout.
@@ -219,6 +223,11 @@ size_t Fp8PackElems(size_t k);
 size_t Fp8ScaleFloats(size_t k);
 void GemmFp8(const uint32_t* xt, size_t m, const QuantRows& w, float* y, size_t ldy,
              bool accumulate, bf16* pack, float* scales);
+// The same on a kFp8Panel view (fp8_panels.h; w.col0 % 32 == 0), two 16-row panels per pass:
+// wb: Fp8PanelTileElems(k) uint32, scales: Fp8ScaleFloats(k) f32, 64-byte aligned.
+size_t Fp8PanelTileElems(size_t k);
+void MatMulFp8Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float* y, size_t ldy,
+                     bool accumulate, uint32_t* wb, float* scales);
 }  // namespace amx
 
 // The MatMul row-range kernel for the ISA in use, on x prepared once per call (matmul.cc).

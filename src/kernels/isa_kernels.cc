@@ -265,6 +265,25 @@ void AmxQuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n
                s.fp8_scales.As<float>(amx::Fp8ScaleFloats(k)));
 }
 
+// FP8 panels: the f32-FMA AVX2 GEMV below kGemmMinM rows (on these cores vdpbf16ps runs at half
+// the f32 FMA rate, and the FP8 GEMV on it was compute-bound at ~41% of the read bandwidth where
+// the panels stream at ~67%), the tile unit above.
+void AmxFp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                     size_t ldy, bool accumulate, WorkerScratch& s) {
+  if (x.m < kGemmMinM || w.col0 % 32 != 0 || w.cols > 16000)
+    return Avx2Fp8PanelRows(x, w, n0, n1, y, ldy, accumulate, s);
+  const size_t k = w.cols;
+  uint32_t* xt = s.xpack.As<uint32_t>(amx::XTileElems(x.m, k));
+  amx::PackX(x.f32, x.ld, x.m, k, xt);
+  uint32_t* wb = s.pack.As<uint32_t>(amx::Fp8PanelTileElems(k));
+  float* scales = s.fp8_scales.As<float>(amx::Fp8ScaleFloats(k));
+  RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
+                     [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                       amx::MatMulFp8Panels(xt, x.m, Fp8PanelRows(w, g0, n), yg, ldyg, acc, wb,
+                                            scales);
+                     });
+}
+
 void Avx512ToBf16Row(const float* x, size_t k, bf16* out, size_t ld) {
   avx512bf16::ToBf16Rows(x, k, 1, k, out, ld);
 }
@@ -346,11 +365,12 @@ constexpr IsaKernels kAvx512Bf16 = {
     {nullptr, 0},
 };
 
-// The tile unit runs the bf16 panel and FP8-block GEMMs; everything else is kAvx512Bf16's.
+// The tile unit runs the bf16 panel and FP8 GEMMs (FP8 in panels by default: model::
+// WeightLayoutFor), the f32-FMA AVX2 kernel the FP8 panel GEMV; everything else is kAvx512Bf16's.
 constexpr IsaKernels kAmx = {
     Isa::kAmx,
     {Avx512DenseF32Rows, Avx512DenseBf16Rows, AmxQuantRows, Avx512QuantRows,
-     Q8GroupRows<avx512bf16::MatMulMxfp4I8>, AmxBf16PanelRows, Avx2Fp8PanelRows},
+     Q8GroupRows<avx512bf16::MatMulMxfp4I8>, AmxBf16PanelRows, AmxFp8PanelRows},
     {kF32, kBf16, kBf16, kBf16, kQ8, kAmxTiles, kRoundedF32},
     {8, 8, 8, 8, 2 * kMxfp4I8GroupRows, kBf16PanelRows, kFp8PanelRows},
     {32, 32, 32, 32, 2 * kMxfp4I8GroupRows, kBf16PanelRows, kFp8PanelRows},

@@ -20,12 +20,13 @@
 #include <cstdint>
 
 #include "kernels/amx_tiles.h"
+#include "kernels/fp8_panels.h"
 #include "kernels/internal.h"
 
 namespace moeserve::kernels::amx {
 namespace {
 
-constexpr size_t kPanel = 32;       // weight rows per decoded panel: two B tiles
+constexpr size_t kPanel = 32;  // weight rows per decoded panel: two B tiles
 constexpr size_t kTokens = kXTileTokens;
 constexpr size_t kStepPairs = 16;   // column pairs per tile step
 constexpr size_t kTileWords = 256;  // uint32 per 1 KiB tile
@@ -60,10 +61,18 @@ inline void ScaleInto(float (*totals)[kPanel], __m512 s, float* buf) {
                     _mm512_fmadd_ps(_mm512_load_ps(buf + t * 16), s, _mm512_load_ps(totals[t])));
 }
 
+// Where a pass finds its B tiles: step st's tile of rows 16h .. 16h + 15 at
+// base + st · step_words + h · half_words, tile rows `stride` bytes apart.
+struct BTiles {
+  const uint32_t* base;
+  size_t step_words, half_words, stride;
+};
+
 // One pass: TA token tiles (xa, the second at xa + xstride) × TB 16-row halves of the decoded
-// panel, block by block (block b = tile steps [bounds[b], bounds[b + 1])), into y (tokens × rows).
+// rows, block by block (block b = tile steps [bounds[b], bounds[b + 1]), row scales at
+// scales + 32 b), into y (tokens × rows).
 template <int TA, int TB>
-void Fp8Pass(const uint32_t* xa, size_t xstride, const uint32_t* pack, const size_t* bounds,
+void Fp8Pass(const uint32_t* xa, size_t xstride, const BTiles& wt, const size_t* bounds,
              size_t blocks, const float* scales, const NextCodes& next, size_t step0, float* y,
              size_t ldy, size_t tokens, size_t rows, bool accumulate) {
   alignas(64) float totals[2 * kTokens][kPanel];
@@ -79,12 +88,12 @@ void Fp8Pass(const uint32_t* xa, size_t xstride, const uint32_t* pack, const siz
     if (TA == 2 && TB == 2) MOESERVE_TILE_ZERO(3);
     for (size_t st = bounds[b]; st < bounds[b + 1]; ++st) {
       next.Request(step0 + st);
-      const uint32_t* wb = pack + st * kStepPairs * kPanel;
+      const uint32_t* wb = wt.base + st * wt.step_words;
       MOESERVE_TILE_LOAD(4, xa + st * kTileWords, 64);
-      MOESERVE_TILE_LOAD(6, wb, 128);
+      MOESERVE_TILE_LOAD(6, wb, wt.stride);
       MOESERVE_TILE_DP(0, 4, 6);
       if (TB == 2) {
-        MOESERVE_TILE_LOAD(7, wb + 16, 128);
+        MOESERVE_TILE_LOAD(7, wb + wt.half_words, wt.stride);
         MOESERVE_TILE_DP(1, 4, 7);
       }
       if (TA == 2) {
@@ -118,12 +127,34 @@ void Fp8Pass(const uint32_t* xa, size_t xstride, const uint32_t* pack, const siz
   }
 }
 
-using PassFn = void (*)(const uint32_t*, size_t, const uint32_t*, const size_t*, size_t,
-                        const float*, const NextCodes&, size_t, float*, size_t, size_t, size_t,
-                        bool);
+using PassFn = void (*)(const uint32_t*, size_t, const BTiles&, const size_t*, size_t, const float*,
+                        const NextCodes&, size_t, float*, size_t, size_t, size_t, bool);
 constexpr PassFn kPasses[2][2] = {{Fp8Pass<1, 1>, Fp8Pass<1, 2>}, {Fp8Pass<2, 1>, Fp8Pass<2, 2>}};
 
 constexpr size_t kMaxBlocks = 128;  // k up to 16256 columns
+
+// Scale block b of a view at col0 covers tile steps [bounds[b], bounds[b + 1]) (col0 % 32 == 0:
+// boundaries fall on steps; the last may end inside one, past k the weights and x are zero).
+// Returns the block count.
+size_t StepBounds(size_t col0, size_t k, size_t* bounds) {
+  size_t blocks = 0;
+  bounds[0] = 0;
+  for (size_t a = 0; a < k; ++blocks) {
+    if (blocks == kMaxBlocks) __builtin_trap();  // the callers check k (Fp8ScaleFloats)
+    const size_t end = (col0 + a) / kScaleBlock * kScaleBlock + kScaleBlock - col0;
+    a = end < k ? end : k;
+    bounds[blocks + 1] = (a + 2 * kStepPairs - 1) / (2 * kStepPairs);
+  }
+  return blocks;
+}
+
+// Tokens per token block: x kept in L2 (at most 1 MiB) while the panels pass; each panel is
+// decoded once per token block (~10k cycles against the block's >= 100k of tile work at k = 3072).
+size_t TokenBlock(size_t tile_words) {
+  constexpr size_t kXBudget = 1 << 20;
+  const size_t pass_bytes = 2 * tile_words * sizeof(uint32_t);
+  return (kXBudget / pass_bytes > 1 ? kXBudget / pass_bytes : 1) * 2 * kTokens;
+}
 
 }  // namespace
 
@@ -141,7 +172,7 @@ void PackXBf16(const bf16* xb, size_t ldxb, size_t m, size_t k, uint32_t* xt) {
     uint32_t* tile = xt + t / kTokens * tile_words + (t % kTokens) * 16;
     for (size_t st = 0; st < steps; ++st) {
       const size_t c0 = st * 2 * kStepPairs, left = k - c0;
-      const __mmask32 mask = t >= m      ? __mmask32(0)
+      const __mmask32 mask = t >= m       ? __mmask32(0)
                              : left >= 32 ? __mmask32(0xffffffffu)
                                           : __mmask32((1u << left) - 1);
       const bf16* row = t < m ? xb + t * ldxb + c0 : xb;  // padding tokens load nothing
@@ -153,25 +184,13 @@ void PackXBf16(const bf16* xb, size_t ldxb, size_t m, size_t k, uint32_t* xt) {
 void GemmFp8(const uint32_t* xt, size_t m, const QuantRows& w, float* y, size_t ldy,
              bool accumulate, bf16* pack, float* scales) {
   const size_t k = w.k, pairs = (k + 1) / 2, steps = Steps(k), tile_words = steps * kTileWords;
-  // Scale block b covers tile steps [bounds[b], bounds[b + 1]) (col0 % 32 == 0: boundaries fall
-  // on steps; the last may end inside one, past k the decoded panel and x are zero).
   size_t bounds[kMaxBlocks + 1];
-  size_t blocks = 0;
-  bounds[0] = 0;
-  for (size_t a = 0; a < k; ++blocks) {
-    if (blocks == kMaxBlocks) __builtin_trap();  // the caller checks k (Fp8ScaleFloats)
-    const size_t end = ((w.col0 + a) / kScaleBlock + 1) * kScaleBlock - w.col0;
-    a = end < k ? end : k;
-    bounds[blocks + 1] = (a + 2 * kStepPairs - 1) / (2 * kStepPairs);
-  }
+  const size_t blocks = StepBounds(w.col0, k, bounds);
   const float* block_scales = static_cast<const float*>(w.scales);
   const size_t first_blk = w.col0 / kScaleBlock, lines = (k + 63) / 64;
-  const uint32_t* pack_words = reinterpret_cast<const uint32_t*>(pack);
-  // x in token blocks of at most 1 MiB, kept in L2 while the panels pass (each panel decoded once
-  // per token block: ~10k cycles against the block's ≥ 100k of tile work at k = 3072).
-  constexpr size_t kXBudget = 1 << 20;
-  const size_t pass_bytes = 2 * tile_words * sizeof(uint32_t);
-  const size_t mc = (kXBudget / pass_bytes > 1 ? kXBudget / pass_bytes : 1) * 2 * kTokens;
+  // GemmBf16's packed layout: pair p of the panel's 32 rows in 128 bytes.
+  const BTiles wt{reinterpret_cast<const uint32_t*>(pack), kStepPairs * kPanel, 16, 128};
+  const size_t mc = TokenBlock(tile_words);
   ConfigureTiles();
   for (size_t t0 = 0; t0 < m; t0 += mc) {
     const size_t t1 = m - t0 < mc ? m : t0 + mc;
@@ -187,8 +206,9 @@ void GemmFp8(const uint32_t* xt, size_t m, const QuantRows& w, float* y, size_t 
       for (size_t b = 0; b < blocks; ++b)
         for (size_t j = 0; j < kPanel; ++j)
           scales[b * kPanel + j] =
-              j < nr ? block_scales[((w.row0 + n + j) / kScaleBlock) * w.scale_stride + first_blk + b]
-                     : 0.0f;
+              j < nr
+                  ? block_scales[((w.row0 + n + j) / kScaleBlock) * w.scale_stride + first_blk + b]
+                  : 0.0f;
       // The next panel of this token block, else the first of the next one.
       NextCodes next;
       const size_t nn = n + kPanel < w.rows ? n + kPanel : (t1 < m ? 0 : w.rows);
@@ -202,9 +222,63 @@ void GemmFp8(const uint32_t* xt, size_t m, const QuantRows& w, float* y, size_t 
       for (size_t pass = 0; pass < passes; ++pass) {
         const size_t t = t0 + pass * 2 * kTokens;
         const size_t tokens = t1 - t < 2 * kTokens ? t1 - t : 2 * kTokens;
-        kPasses[tokens > kTokens][nr > 16](xt + t / kTokens * tile_words, tile_words, pack_words,
-                                            bounds, blocks, scales, next, pass * steps,
-                                            y + t * ldy + n, ldy, tokens, nr, accumulate);
+        kPasses[tokens > kTokens][nr > 16](xt + t / kTokens * tile_words, tile_words, wt, bounds,
+                                           blocks, scales, next, pass * steps, y + t * ldy + n, ldy,
+                                           tokens, nr, accumulate);
+      }
+    }
+  }
+  _tile_release();
+}
+
+size_t Fp8PanelTileElems(size_t k) {
+  return 2 * Steps(k) * kTileWords;
+}
+
+void MatMulFp8Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float* y, size_t ldy,
+                     bool accumulate, uint32_t* wb, float* scales) {
+  const size_t k = w.cols, steps = Steps(k), tile_words = steps * kTileWords;
+  const size_t panels = (w.rows + kFp8PanelRows - 1) / kFp8PanelRows;
+  size_t bounds[kMaxBlocks + 1];
+  const size_t blocks = StepBounds(w.col0, k, bounds);
+  const auto* codes = static_cast<const uint8_t*>(w.data);
+  const auto* table = static_cast<const float*>(w.scales);
+  // The decoded pair of panels: one B tile per step and panel, the second panel's after the first.
+  const BTiles wt{wb, kTileWords, tile_words, 64};
+  const size_t mc = TokenBlock(tile_words), lines = (k * kFp8PanelRows + 63) / 64;
+  ConfigureTiles();
+  for (size_t t0 = 0; t0 < m; t0 += mc) {
+    const size_t t1 = m - t0 < mc ? m : t0 + mc;
+    const size_t passes = (t1 - t0 + 2 * kTokens - 1) / (2 * kTokens);
+    for (size_t p = 0; p < panels; p += 2) {
+      const size_t np = panels - p >= 2 ? 2 : 1, left = w.rows - p * kFp8PanelRows;
+      const size_t rows = left < np * kFp8PanelRows ? left : np * kFp8PanelRows;
+      for (size_t h = 0; h < np; ++h) {
+        avx512bf16::DecodeFp8PanelPairs(codes + (p + h) * w.row_stride, k, wb + h * tile_words);
+        // Row r of panel p + h in block b: the panel's table entry [b][r] (padding rows 0).
+        for (size_t b = 0; b < blocks; ++b)
+          _mm512_store_ps(scales + b * kPanel + h * 16,
+                          _mm512_loadu_ps(table + (p + h) * w.scale_stride + b * 16));
+      }
+      if (np == 1)
+        for (size_t b = 0; b < blocks; ++b)
+          _mm512_store_ps(scales + b * kPanel + 16, _mm512_setzero_ps());
+      // The next pair's codes (each panel one sequential run), else the first of the next block.
+      NextCodes next;
+      const size_t q = p + 2 < panels ? p + 2 : (t1 < m ? 0 : panels);
+      if (q < panels) {
+        next.codes = codes + q * w.row_stride;
+        next.stride = w.row_stride;
+        next.rows = panels - q >= 2 ? 2 : 1;
+        next.lines = lines;
+        next.steps = passes * steps;
+      }
+      for (size_t pass = 0; pass < passes; ++pass) {
+        const size_t t = t0 + pass * 2 * kTokens;
+        const size_t tokens = t1 - t < 2 * kTokens ? t1 - t : 2 * kTokens;
+        kPasses[tokens > kTokens][np == 2](
+            xt + t / kTokens * tile_words, tile_words, wt, bounds, blocks, scales, next,
+            pass * steps, y + t * ldy + p * kFp8PanelRows, ldy, tokens, rows, accumulate);
       }
     }
   }

@@ -722,6 +722,22 @@ void DecodeFp8Panel(const QuantRows& w, size_t r0, size_t nr, bf16* pack) {
   DecodeFp8Packed(w, r0, nr, pack, _mm512_load_si512(kE4M3Subnormal));
 }
 
+void DecodeFp8PanelPairs(const uint8_t* codes, size_t k, uint32_t* out) {
+  // Column 2i's 16 codes then column 2i + 1's as 32 words; vpermw pairs row r's two.
+  alignas(64) static constexpr uint16_t kInterleave[32] = {
+      0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
+      8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  const __m512i sub_lut = _mm512_load_si512(kE4M3Subnormal);
+  const __m512i index = _mm512_load_si512(kInterleave);
+  const size_t full = k / 2, pairs = (k + 1) / 2, padded = (pairs + 15) / 16 * 16;
+  for (size_t i = 0; i < pairs; ++i) {
+    const __mmask32 mask = i < full ? ~__mmask32(0) : __mmask32(0xffff);  // odd k: one column
+    const __m512i v = Fp8ToBf16(LoadFp8(codes + 32 * i, mask), sub_lut);
+    _mm512_storeu_si512(out + 16 * i, _mm512_permutexvar_epi16(index, v));
+  }
+  for (size_t i = pairs; i < padded; ++i) _mm512_storeu_si512(out + 16 * i, _mm512_setzero_si512());
+}
+
 size_t Fp8XTileElems(size_t m, size_t k) {
   return (m + kFp8TileTokens - 1) / kFp8TileTokens * kFp8TileTokens * ((k + 1) / 2);
 }

@@ -230,7 +230,7 @@ TEST_P(QuantMatMulEveryIsa, Fp8BlockViews) {
       {384, 300, 192, 64, 192, 236},  // a tp=8 style slice: 192 rows from row 192, col0 64
       {200, 131, 3, 1, 150, 129},     // odd col0 (GEMM falls back to GEMV), blocks straddled
       {300, 700, 100, 96, 77, 581},   // col0 % 128 = 96: a one-step first block on the AMX tiles,
-                                     // and 32-row panels across the 128-row scale boundary
+                                      // and 32-row panels across the 128-row scale boundary
   };
   for (const V& v : views) {
     QuantWeight q = MakeFp8(v.full_rows, v.full_cols, v.row0, v.col0, v.rows, v.cols, rng);
