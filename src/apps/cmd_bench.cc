@@ -118,12 +118,15 @@ bool Int8Experts(const ModelOptions& mo) {
           q.IsQuantized("model.layers.0.mlp.experts.0.gate_proj"));
 }
 
-// The model's GEMMs are bf16 panels, which the AMX ISA runs on the tile unit: an unquantized
-// checkpoint repacked at load (not --weight-layout checkpoint).
-bool Bf16PanelGemms(const ModelOptions& mo) {
+// Whether the AMX ISA runs the model's dense GEMMs on the tile unit: FP8 always (its GEMM reads
+// the checkpoint's rows or panels), bf16 when repacked into panels (not --weight-layout
+// checkpoint). `rest_only`: the GEMMs besides MXFP4 experts (the bf16 attention projections).
+bool GemmsOnTiles(const ModelOptions& mo, bool rest_only) {
   const loader::QuantConfig q = loader::ParseQuantConfig(
       loader::JsonConfig::FromFile((std::filesystem::path(mo.model_dir) / "config.json").string()));
-  return q.method == loader::QuantMethod::kNone && mo.weight_layout == "auto";
+  if (q.method == loader::QuantMethod::kFp8Block) return true;
+  if (q.method == loader::QuantMethod::kMxfp4 && !rest_only) return false;
+  return mo.weight_layout == "auto";
 }
 
 int RunBench(const BenchOptions& o) {
@@ -270,7 +273,8 @@ int RunBench(const BenchOptions& o) {
   const double gflops = p * flops / 1e9, gbps = d * bytes / 1e9;
   // The bf16 peak of the path the GEMMs take: the AMX tile unit's for bf16 panels where the ISA
   // has one, else the bf16 dot instruction's.
-  const bool on_tiles = roof.bf16_tile_gflops > 0 && Bf16PanelGemms(o.model);
+  const bool int8_experts = Int8Experts(o.model) && roof.int8_dot_gops > 0;
+  const bool on_tiles = roof.bf16_tile_gflops > 0 && GemmsOnTiles(o.model, int8_experts);
   const char* bf16_peak_name = on_tiles ? "bf16 peak (AMX tiles)" : "bf16 peak";
   const double all_ranks_peak =
       (on_tiles ? roof.bf16_tile_gflops : roof.bf16_fma_gflops) * comm.size();
@@ -281,16 +285,16 @@ int RunBench(const BenchOptions& o) {
   if (roof.bf16_tile_gflops > 0)
     std::printf(", bf16 AMX tile peak %.0f GFLOP/s", roof.bf16_tile_gflops);
   std::printf("\n");
-  if (Int8Experts(o.model) && roof.int8_dot_gops > 0) {
+  if (int8_experts) {
     // The experts' int8 operations at the int8 peak, the rest at the bf16 peak: the prompt's
     // time at the roofline, and the share of it achieved.
     const double peak_s =
         ops.experts / (roof.int8_dot_gops * comm.size() * 1e9) + ops.rest / (all_ranks_peak * 1e9);
     std::printf(
         "prefill (%zu-token prompt): %.1f tok/s = %.1f GOP/s (experts int8, the rest bf16) = "
-        "%.0f%% of the roofline (experts at the int8 dot peak, the rest at the bf16 peak: %.0f "
+        "%.0f%% of the roofline (experts at the int8 dot peak, the rest at the %s: %.0f "
         "tok/s)%s  [median of %zu]\n",
-        o.prompt_len, p, gflops, 100 * p * peak_s, 1 / peak_s,
+        o.prompt_len, p, gflops, 100 * p * peak_s, bf16_peak_name, 1 / peak_s,
         comm.size() > 1 ? " (rank 0's x ranks)" : "", o.runs);
   } else {
     std::printf(
