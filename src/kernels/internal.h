@@ -153,6 +153,11 @@ void DecodeFp8Panel(const QuantRows& w, size_t r0, size_t nr, bf16* pack);
 // as 16 uint32 at out + 16 i (row r: W[r, 2i] | W[r, 2i + 1] << 16, unscaled), pairs up to the
 // next multiple of 16 (zero past k).
 void DecodeFp8PanelPairs(const uint8_t* codes, size_t k, uint32_t* out);
+// y[t, r] (= or +=) for t < m (< 8), r < w.rows of a kFp8Panel view, on f32 FMAs
+// (matmul_fp8_panels_avx512.cc); xr: m rows (ld apart) rounded to bf16. For m <= 3 equals
+// avx2::MatMulFp8Panels on the same x bit for bit (its register tiles' arithmetic).
+void GemvFp8Panels(const float* xr, size_t ld, size_t m, const WeightMatrix& w, float* y,
+                   size_t ldy, bool accumulate);
 void GemmMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
                bool accumulate, bf16* panel, bf16* pack);
 // pack[p][j][2] = W[j][2p .. 2p+1] for j < 32 (zero beyond `rows` and `k`): GemmBf16's layout.

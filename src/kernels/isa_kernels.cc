@@ -265,12 +265,18 @@ void AmxQuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n
                s.fp8_scales.As<float>(amx::Fp8ScaleFloats(k)));
 }
 
-// FP8 panels: the f32-FMA AVX2 GEMV below kGemmMinM rows (on these cores vdpbf16ps runs at half
-// the f32 FMA rate, and the FP8 GEMV on it was compute-bound at ~41% of the read bandwidth where
-// the panels stream at ~67%), the tile unit above.
+// FP8 panels: the f32-FMA GEMV below kGemmMinM rows (on these cores vdpbf16ps runs at half the
+// f32 FMA rate, and the FP8 GEMV on it was compute-bound at ~41% of the read bandwidth where the
+// panels stream at ~55-67%), the tile unit above.
 void AmxFp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                      size_t ldy, bool accumulate, WorkerScratch& s) {
-  if (x.m < kGemmMinM || w.col0 % 32 != 0 || w.cols > 16000)
+  if (x.m < kGemmMinM)
+    return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
+                              [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                                avx512bf16::GemvFp8Panels(x.f32, x.ld, x.m, Fp8PanelRows(w, g0, n),
+                                                          yg, ldyg, acc);
+                              });
+  if (w.col0 % 32 != 0 || w.cols > 16000)
     return Avx2Fp8PanelRows(x, w, n0, n1, y, ldy, accumulate, s);
   const size_t k = w.cols;
   uint32_t* xt = s.xpack.As<uint32_t>(amx::XTileElems(x.m, k));

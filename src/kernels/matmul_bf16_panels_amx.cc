@@ -22,7 +22,6 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/amx_tiles.h"
 #include "kernels/bf16_panel_pairs_avx512.h"

@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/internal.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_internal.h"
 #include "kernels/moe.h"
@@ -158,6 +159,41 @@ TEST_P(Fp8PanelsEveryIsa, MatMulMatchesBlockReference) {
                 << accumulate << " t " << t << " r " << r;
           }
         }
+      }
+    }
+  }
+}
+
+// The AVX-512 FP8 panel GEMV (the amx table's, m < 8) is the AVX2 kernel's register-tile
+// arithmetic lane for lane: the same y bit for bit where the AVX2 kernel uses its tiles (m <= 3;
+// above, it scales each weight before an f32 GEMM), for views off the scale blocks, odd panels.
+TEST(Fp8Panels, Avx512GemvEqualsAvx2BitForBit) {
+  if (MachineIsa() < Isa::kAvx512Bf16)
+    GTEST_SKIP() << "avx512bf16 is not available on this machine (it runs " << IsaName(MachineIsa())
+                 << ")";
+  std::mt19937 rng(6);
+  const Fp8 f = RandomFp8(300, 400, rng);
+  for (auto [r0, n, c0, k] : {std::array<size_t, 4>{5, 37, 70, 300},
+                              {0, 64, 0, 400},
+                              {130, 50, 1, 129},
+                              {100, 77, 96, 293}}) {
+    const Panels p = Repack(f.View(r0, n, c0, k));
+    for (size_t m = 1; m <= 3; ++m) {
+      const size_t ld = k + 5, ldy = n + 3;
+      std::vector<float> x = RandomF32(m * ld, rng, -2, 2);
+      for (float& v : x) v = RoundToBf16(v);  // the rounded rows both kernels take
+      ScratchBuffer xp_buf, pack_buf;         // the AVX2 kernel's aligned scratch
+      float* xp = xp_buf.As<float>(avx2::PackedXFloats(m, k));
+      avx2::PackX(x.data(), ld, m, k, xp);
+      float* pack = pack_buf.As<float>(avx2::Fp8PanelPackFloats(k));
+      for (bool accumulate : {false, true}) {
+        std::vector<float> want(m * ldy, 0.5f), got(m * ldy, 0.5f);
+        avx2::MatMulFp8Panels(xp, m, p.view, want.data(), ldy, accumulate, pack);
+        avx512bf16::GemvFp8Panels(x.data(), ld, m, p.view, got.data(), ldy, accumulate);
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(std::memcmp(&want[i], &got[i], 4), 0)
+              << "view " << r0 << "," << c0 << " m " << m << " acc " << accumulate << " i " << i
+              << ": " << want[i] << " vs " << got[i];
       }
     }
   }

@@ -1,0 +1,131 @@
+// AVX-512 GEMV (m < 8) over FP8 weights in 16-row panels (fp8_panels.h), on f32 FMAs: the AVX2
+// panel kernel's arithmetic with a whole panel column in one register. A column's 16 codes become
+// 16 f32 weights in 5 instructions (widen, two shifts, a mask, one vcvtph2ps), one FMA per token.
+//
+// Why: on the AMX cores (Sapphire / Emerald Rapids) vdpbf16ps runs at half the f32 FMA rate, so
+// the FP8 GEMV there runs on f32 FMAs (model::WeightLayoutFor loads FP8 as panels); the AVX2
+// kernel needs two conversions, an extract and two FMAs per column and token, and only 16
+// registers (3 tokens at most per pass).
+//
+// Numerics: per lane (row), exactly the AVX2 kernel's SmallTile / SmallPair1: per 128-column scale
+// block Σ x · (e4m3 · 2^-8) in column order, then acc += (sum · 256) · scale. So the results equal
+// the AVX2 path's bit for bit up to 3 tokens (above, the AVX2 kernel scales each weight before an
+// f32 GEMM), and a panel's sums are the same alone or paired (y does not depend on how rows were
+// split over threads).
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/fp8_panels.h"
+#include "kernels/internal.h"
+
+namespace moeserve::kernels::avx512bf16 {
+namespace {
+
+constexpr size_t kRows = kFp8PanelRows;
+constexpr size_t kBlock = kFp8ScaleBlock;
+
+// Column of 16 codes → e4m3 · 2^-8 as f32, lane r = row r: code << 8 puts the sign at bit 15 and
+// exponent / mantissa at 14..8; an arithmetic shift by one moves them to the fp16 places (13..7)
+// and copies the sign into bit 14, which the mask clears.
+inline __m512 DecodeColumn(const uint8_t* col) {
+  const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col)));
+  const __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(b, 8), 1),
+                                     _mm256_set1_epi16(static_cast<short>(0xBFFF)));
+  return _mm512_cvtph_ps(h);
+}
+
+inline void Prefetch(const uint8_t* col) {
+  _mm_prefetch(reinterpret_cast<const char*>(col) + 4096, _MM_HINT_T0);
+}
+
+// Columns [0, k) of the view, cut where a 128-column scale block of the full weight ends.
+template <typename Fn>
+inline void ForEachScaleBlock(size_t col0, size_t k, const Fn& fn) {
+  for (size_t c = 0; c < k;) {
+    const size_t end_global = ((col0 + c) / kBlock + 1) * kBlock;
+    const size_t end = end_global - col0 < k ? end_global - col0 : k;
+    fn(c, end, (col0 + c) / kBlock - col0 / kBlock);
+    c = end;
+  }
+}
+
+inline void Store(float* y, __m512 v, size_t rows, bool accumulate) {
+  const __mmask16 mask = rows >= 16 ? __mmask16(0xffff) : __mmask16((1u << rows) - 1);
+  if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y));
+  _mm512_mask_storeu_ps(y, mask, v);
+}
+
+// M tokens (rows of xr, ld apart) × one panel (`rows` of its 16 stored).
+template <int M>
+void Tile(const float* xr, size_t ld, const uint8_t* panel, const float* scales, size_t k,
+          size_t col0, float* y, size_t ldy, size_t rows, bool accumulate) {
+  __m512 acc[M];
+  for (int t = 0; t < M; ++t) acc[t] = _mm512_setzero_ps();
+  const __m512 k256 = _mm512_set1_ps(256.0f);
+  ForEachScaleBlock(col0, k, [&](size_t c0, size_t c1, size_t b) {
+    __m512 s[M];
+    for (int t = 0; t < M; ++t) s[t] = _mm512_setzero_ps();
+    for (size_t i = c0; i < c1; ++i) {
+      if (i % 4 == 0) Prefetch(panel + i * kRows);
+      const __m512 w = DecodeColumn(panel + i * kRows);
+      for (int t = 0; t < M; ++t) s[t] = _mm512_fmadd_ps(_mm512_set1_ps(xr[t * ld + i]), w, s[t]);
+    }
+    const __m512 sc = _mm512_loadu_ps(scales + b * kRows);
+    for (int t = 0; t < M; ++t) acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(s[t], k256), sc, acc[t]);
+  });
+  for (int t = 0; t < M; ++t) Store(y + t * ldy, acc[t], rows, accumulate);
+}
+
+// One token against two full panels at once, each with Tile<1>'s arithmetic: two streams for the
+// hardware prefetchers and two independent FMA chains.
+void Pair1(const float* x, const uint8_t* p, const float* sp, const uint8_t* q, const float* sq,
+           size_t k, size_t col0, float* yp, float* yq, bool accumulate) {
+  __m512 ap = _mm512_setzero_ps(), aq = ap;
+  const __m512 k256 = _mm512_set1_ps(256.0f);
+  ForEachScaleBlock(col0, k, [&](size_t c0, size_t c1, size_t b) {
+    __m512 s = _mm512_setzero_ps(), t = s;
+    for (size_t i = c0; i < c1; ++i) {
+      if (i % 4 == 0) {
+        Prefetch(p + i * kRows);
+        Prefetch(q + i * kRows);
+      }
+      const __m512 xv = _mm512_set1_ps(x[i]);
+      s = _mm512_fmadd_ps(xv, DecodeColumn(p + i * kRows), s);
+      t = _mm512_fmadd_ps(xv, DecodeColumn(q + i * kRows), t);
+    }
+    ap = _mm512_fmadd_ps(_mm512_mul_ps(s, k256), _mm512_loadu_ps(sp + b * kRows), ap);
+    aq = _mm512_fmadd_ps(_mm512_mul_ps(t, k256), _mm512_loadu_ps(sq + b * kRows), aq);
+  });
+  Store(yp, ap, kRows, accumulate);
+  Store(yq, aq, kRows, accumulate);
+}
+
+using TileFn = void (*)(const float*, size_t, const uint8_t*, const float*, size_t, size_t, float*,
+                        size_t, size_t, bool);
+constexpr TileFn kTiles[8] = {nullptr, Tile<1>, Tile<2>, Tile<3>, Tile<4>, Tile<5>, Tile<6>, Tile<7>};
+
+}  // namespace
+
+void GemvFp8Panels(const float* xr, size_t ld, size_t m, const WeightMatrix& w, float* y,
+                   size_t ldy, bool accumulate) {
+  const size_t k = w.cols, panels = (w.rows + kRows - 1) / kRows;
+  const auto* codes = static_cast<const uint8_t*>(w.data);
+  const auto* scales = static_cast<const float*>(w.scales);
+  size_t first = 0;  // panels before it are done
+  if (m == 1) {      // the full panels in pairs (j, j + half), two streams at once
+    const size_t half = w.rows / kRows / 2;
+    for (size_t j = 0; j < half; ++j)
+      Pair1(xr, codes + j * w.row_stride, scales + j * w.scale_stride,
+            codes + (j + half) * w.row_stride, scales + (j + half) * w.scale_stride, k, w.col0,
+            y + j * kRows, y + (j + half) * kRows, accumulate);
+    first = 2 * half;
+  }
+  for (size_t p = first; p < panels; ++p) {
+    const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
+    kTiles[m](xr, ld, codes + p * w.row_stride, scales + p * w.scale_stride, k, w.col0,
+              y + p * kRows, ldy, rows, accumulate);
+  }
+}
+
+}  // namespace moeserve::kernels::avx512bf16
