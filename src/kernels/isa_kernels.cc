@@ -230,7 +230,7 @@ void Avx512Bf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, s
                      });
 }
 
-// ---- AMX: the AVX-512 BF16 table with the bf16 panel GEMM on the tile unit ----
+// ---- AMX: the AVX-512 BF16 table with the bf16 and FP8 GEMMs on the tile unit ----
 
 // x as the call packed it: 12-token pair tiles (a whole x below kGemmMinM rows) go to the
 // vdpbf16ps kernel, AMX tiles to the tile unit; a row view is packed here, by m.
@@ -265,9 +265,9 @@ void AmxQuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n
                s.fp8_scales.As<float>(amx::Fp8ScaleFloats(k)));
 }
 
-// FP8 panels: the f32-FMA GEMV below kGemmMinM rows (on these cores vdpbf16ps runs at half the
-// f32 FMA rate, and the FP8 GEMV on it was compute-bound at ~41% of the read bandwidth where the
-// panels stream at ~55-67%), the tile unit above.
+// FP8 panels: the AVX-512 f32-FMA GEMV below kGemmMinM rows (on these cores vdpbf16ps runs at half
+// the f32 FMA rate, and the FP8 GEMV on it was compute-bound at 41-44% of the read bandwidth where
+// the panels stream at 62-67%), the tile unit above (the AVX2 panel GEMM for views off its steps).
 void AmxFp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                      size_t ldy, bool accumulate, WorkerScratch& s) {
   if (x.m < kGemmMinM)
@@ -372,7 +372,7 @@ constexpr IsaKernels kAvx512Bf16 = {
 };
 
 // The tile unit runs the bf16 panel and FP8 GEMMs (FP8 in panels by default: model::
-// WeightLayoutFor), the f32-FMA AVX2 kernel the FP8 panel GEMV; everything else is kAvx512Bf16's.
+// WeightLayoutFor), AVX-512 f32 FMAs the FP8 panel GEMV; everything else is kAvx512Bf16's.
 constexpr IsaKernels kAmx = {
     Isa::kAmx,
     {Avx512DenseF32Rows, Avx512DenseBf16Rows, AmxQuantRows, Avx512QuantRows,

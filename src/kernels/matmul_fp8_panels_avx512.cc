@@ -103,7 +103,8 @@ void Pair1(const float* x, const uint8_t* p, const float* sp, const uint8_t* q, 
 
 using TileFn = void (*)(const float*, size_t, const uint8_t*, const float*, size_t, size_t, float*,
                         size_t, size_t, bool);
-constexpr TileFn kTiles[8] = {nullptr, Tile<1>, Tile<2>, Tile<3>, Tile<4>, Tile<5>, Tile<6>, Tile<7>};
+constexpr TileFn kTiles[8] = {nullptr, Tile<1>, Tile<2>, Tile<3>,
+                              Tile<4>, Tile<5>, Tile<6>, Tile<7>};
 
 }  // namespace
 
