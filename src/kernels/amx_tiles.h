@@ -4,7 +4,10 @@
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
+
+#include "kernels/internal.h"
 
 // The tile instructions, with a "memory" clobber: GCC's intrinsics (amxtileintrin.h) declare no
 // memory operands, so nothing stops the compiler moving the stores that fill a B tile's scratch
@@ -27,6 +30,24 @@
   __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::: "memory")
 
 namespace moeserve::kernels::amx {
+
+// The geometry every AMX kernel shares: a tile step covers 16 column pairs (32 columns), a 1 KiB
+// tile is 256 uint32, x's A tiles are laid out per 16 tokens as [steps][16 tokens][16 pairs].
+inline constexpr size_t kStepPairs = 16;
+inline constexpr size_t kTileWords = 256;
+
+// Tile steps over k columns.
+inline size_t TileSteps(size_t k) {
+  return ((k + 1) / 2 + kStepPairs - 1) / kStepPairs;
+}
+
+// Tokens per token block (a multiple of two A tiles): x kept in L2 (at most 1 MiB of A tiles)
+// while the weight panels pass; each block of weights is made into B tiles once per token block.
+inline size_t TokenBlock(size_t tile_words) {
+  constexpr size_t kXBudget = 1 << 20;
+  const size_t pass_bytes = 2 * tile_words * sizeof(uint32_t);
+  return (kXBudget / pass_bytes > 1 ? kXBudget / pass_bytes : 1) * 2 * kXTileTokens;
+}
 
 // The tile shapes (palette 1): all eight tiles 16 rows × 64 bytes.
 struct alignas(64) TileConfig {

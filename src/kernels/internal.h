@@ -225,12 +225,13 @@ void PackXBf16(const bf16* xb, size_t ldxb, size_t m, size_t k, uint32_t* xt);
 // blocks on tile steps); w.rows ranges start on 32-row panels. xt: x packed by PackX / PackXBf16;
 // pack: Fp8PackElems(k) bf16, scales: Fp8ScaleFloats(k) f32, 64-byte aligned scratch.
 size_t Fp8PackElems(size_t k);
+// The widest FP8 view (columns) the tile kernels take: their scale-block table is fixed-size.
+inline constexpr size_t kMaxFp8Cols = 16000;
 size_t Fp8ScaleFloats(size_t k);
 void GemmFp8(const uint32_t* xt, size_t m, const QuantRows& w, float* y, size_t ldy,
              bool accumulate, bf16* pack, float* scales);
 // The same on a kFp8Panel view (fp8_panels.h; w.col0 % 32 == 0), two 16-row panels per pass:
-// wb: Fp8PanelTileElems(k) uint32, scales: Fp8ScaleFloats(k) f32, 64-byte aligned.
-size_t Fp8PanelTileElems(size_t k);
+// wb: WTileElems(k) uint32 (two panels' B tiles), scales: Fp8ScaleFloats(k) f32, 64-byte aligned.
 void MatMulFp8Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                      bool accumulate, uint32_t* wb, float* scales);
 }  // namespace amx

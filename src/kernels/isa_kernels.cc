@@ -255,7 +255,8 @@ void AmxBf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size
 // the GEMV, MXFP4 and odd views as on AVX-512 BF16.
 void AmxQuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                   size_t ldy, bool accumulate, WorkerScratch& s) {
-  if (w.format != WeightFormat::kFp8Block || x.m < kGemmMinM || w.col0 % 32 != 0 || w.cols > 16000)
+  if (w.format != WeightFormat::kFp8Block || x.m < kGemmMinM || w.col0 % 32 != 0 ||
+      w.cols > amx::kMaxFp8Cols)
     return Avx512QuantRows(x, w, n0, n1, y, ldy, accumulate, s);
   const size_t k = w.cols;
   uint32_t* xt = s.xpack.As<uint32_t>(amx::XTileElems(x.m, k));
@@ -276,12 +277,12 @@ void AmxFp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_
                                 avx512bf16::GemvFp8Panels(x.f32, x.ld, x.m, Fp8PanelRows(w, g0, n),
                                                           yg, ldyg, acc);
                               });
-  if (w.col0 % 32 != 0 || w.cols > 16000)
+  if (w.col0 % 32 != 0 || w.cols > amx::kMaxFp8Cols)
     return Avx2Fp8PanelRows(x, w, n0, n1, y, ldy, accumulate, s);
   const size_t k = w.cols;
   uint32_t* xt = s.xpack.As<uint32_t>(amx::XTileElems(x.m, k));
   amx::PackX(x.f32, x.ld, x.m, k, xt);
-  uint32_t* wb = s.pack.As<uint32_t>(amx::Fp8PanelTileElems(k));
+  uint32_t* wb = s.pack.As<uint32_t>(amx::WTileElems(k));
   float* scales = s.fp8_scales.As<float>(amx::Fp8ScaleFloats(k));
   RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                      [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {

@@ -33,19 +33,17 @@ namespace {
 
 constexpr size_t kRows = kBf16PanelRows;  // weight rows per panel = C / B tile columns
 constexpr size_t kTokens = kXTileTokens;  // tokens per A tile
-constexpr size_t kBlockPairs = 16;        // column pairs per tile step (32 columns)
-constexpr size_t kTileWords = 256;        // uint32 per 1 KiB tile
 
 // Column-pair block b (pairs 16b .. 16b + 15) of a panel as one B tile: pairs past k zero.
 inline void PackWBlock(const bf16* panel, size_t b, size_t full, size_t pairs, __m512i index,
                        uint32_t* out) {
-  const size_t i0 = b * kBlockPairs;
-  if (i0 + kBlockPairs <= full) {
-    for (size_t j = 0; j < kBlockPairs; ++j)
+  const size_t i0 = b * kStepPairs;
+  if (i0 + kStepPairs <= full) {
+    for (size_t j = 0; j < kStepPairs; ++j)
       _mm512_store_si512(out + j * 16, avx512bf16::LoadPairs(panel, i0 + j, index));
     return;
   }
-  for (size_t j = 0; j < kBlockPairs; ++j) {
+  for (size_t j = 0; j < kStepPairs; ++j) {
     const size_t i = i0 + j;
     const __m512i v = i < full    ? avx512bf16::LoadPairs(panel, i, index)
                       : i < pairs ? avx512bf16::LoadPairs(panel, i, index, true)
@@ -139,32 +137,28 @@ using PassFn = void (*)(const uint32_t*, size_t, uint32_t*, size_t, size_t, cons
 constexpr PassFn kPasses[2][2] = {{TilePass<1, 1>, TilePass<1, 2>},
                                   {TilePass<2, 1>, TilePass<2, 2>}};
 
-inline size_t Blocks(size_t k) {
-  return ((k + 1) / 2 + kBlockPairs - 1) / kBlockPairs;
-}
-
 }  // namespace
 
 size_t XTileElems(size_t m, size_t k) {
-  return (m + kTokens - 1) / kTokens * Blocks(k) * kTileWords;
+  return (m + kTokens - 1) / kTokens * TileSteps(k) * kTileWords;
 }
 
 size_t WTileElems(size_t k) {
-  return 2 * Blocks(k) * kTileWords;
+  return 2 * TileSteps(k) * kTileWords;
 }
 
 void PackXTile(const float* const rows[kXTileTokens], size_t k, uint32_t* tile) {
-  const size_t blocks = Blocks(k);
+  const size_t blocks = TileSteps(k);
   for (size_t b = 0; b < blocks; ++b)
     for (size_t s = 0; s < kTokens; ++s) {
       const __m512i v =
-          rows[s] ? avx512bf16::RowPairs(rows[s], k, b * kBlockPairs) : _mm512_setzero_si512();
+          rows[s] ? avx512bf16::RowPairs(rows[s], k, b * kStepPairs) : _mm512_setzero_si512();
       _mm512_storeu_si512(tile + (b * kTokens + s) * 16, v);
     }
 }
 
 void PackX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* xt) {
-  const size_t tile_words = Blocks(k) * kTileWords;
+  const size_t tile_words = TileSteps(k) * kTileWords;
   for (size_t t0 = 0; t0 < m; t0 += kTokens) {
     const float* rows[kTokens];
     for (size_t t = 0; t < kTokens; ++t) rows[t] = t0 + t < m ? xr + (t0 + t) * ldxr : nullptr;
@@ -174,14 +168,12 @@ void PackX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* xt) {
 
 void MatMulBf16Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                       bool accumulate, uint32_t* wb) {
-  const size_t k = w.cols, pairs = (k + 1) / 2, full = k / 2, blocks = Blocks(k);
+  const size_t k = w.cols, pairs = (k + 1) / 2, full = k / 2, blocks = TileSteps(k);
   const size_t panels = (w.rows + kRows - 1) / kRows, tile_words = blocks * kTileWords;
   const auto* base = static_cast<const bf16*>(w.data);
-  // x in token blocks of at most kXBudget (32-token multiples), kept in L2 while every panel pair
-  // passes: the 2 MiB L2 of these cores holds it beside the pair's B tiles (2 KiB per step).
-  constexpr size_t kXBudget = 1 << 20;
-  const size_t pass_bytes = 2 * tile_words * sizeof(uint32_t);
-  const size_t mc = (kXBudget / pass_bytes > 1 ? kXBudget / pass_bytes : 1) * 2 * kTokens;
+  // x in token blocks kept in L2 while every panel pair passes: the 2 MiB L2 of these cores holds
+  // one beside the pair's B tiles (2 KiB per step).
+  const size_t mc = TokenBlock(tile_words);
   const size_t panel_lines = (k * kRows * sizeof(bf16) + 63) / 64;
   ConfigureTiles();
   for (size_t t0 = 0; t0 < m; t0 += mc) {
@@ -228,20 +220,15 @@ void Bf16TileChains(size_t iterations, float* sink) {
   MOESERVE_TILE_ZERO(5);
   // Six independent accumulators (the instruction's latency is a few of its 16-cycle issue
   // slots), two steps each per round: 12 per round, each 16 · 16 · 32 · 2 flop.
-  for (size_t i = 0; i < iterations / kBf16TileChainDivisor; ++i) {
-    MOESERVE_TILE_DP(0, 6, 7);
-    MOESERVE_TILE_DP(1, 6, 7);
-    MOESERVE_TILE_DP(2, 6, 7);
-    MOESERVE_TILE_DP(3, 6, 7);
-    MOESERVE_TILE_DP(4, 6, 7);
-    MOESERVE_TILE_DP(5, 6, 7);
-    MOESERVE_TILE_DP(0, 6, 7);
-    MOESERVE_TILE_DP(1, 6, 7);
-    MOESERVE_TILE_DP(2, 6, 7);
-    MOESERVE_TILE_DP(3, 6, 7);
-    MOESERVE_TILE_DP(4, 6, 7);
-    MOESERVE_TILE_DP(5, 6, 7);
-  }
+  for (size_t i = 0; i < iterations / kBf16TileChainDivisor; ++i)
+    for (int step = 0; step < 2; ++step) {
+      MOESERVE_TILE_DP(0, 6, 7);
+      MOESERVE_TILE_DP(1, 6, 7);
+      MOESERVE_TILE_DP(2, 6, 7);
+      MOESERVE_TILE_DP(3, 6, 7);
+      MOESERVE_TILE_DP(4, 6, 7);
+      MOESERVE_TILE_DP(5, 6, 7);
+    }
   alignas(64) float out[256];
   MOESERVE_TILE_STORE(0, out, 64);
   *sink = out[0];

@@ -28,13 +28,7 @@ namespace {
 
 constexpr size_t kPanel = 32;  // weight rows per decoded panel: two B tiles
 constexpr size_t kTokens = kXTileTokens;
-constexpr size_t kStepPairs = 16;   // column pairs per tile step
-constexpr size_t kTileWords = 256;  // uint32 per 1 KiB tile
 constexpr size_t kScaleBlock = 128;
-
-inline size_t Steps(size_t k) {
-  return ((k + 1) / 2 + kStepPairs - 1) / kStepPairs;
-}
 
 // The next panel's codes (rows × lines of 64 bytes), requested into L2 a share per tile step of
 // the current panel's passes: the decode then reads them from L2, not at one core's demand rate
@@ -131,7 +125,9 @@ using PassFn = void (*)(const uint32_t*, size_t, const BTiles&, const size_t*, s
                         const NextCodes&, size_t, float*, size_t, size_t, size_t, bool);
 constexpr PassFn kPasses[2][2] = {{Fp8Pass<1, 1>, Fp8Pass<1, 2>}, {Fp8Pass<2, 1>, Fp8Pass<2, 2>}};
 
-constexpr size_t kMaxBlocks = 128;  // k up to 16256 columns
+// Scale blocks a view of at most kMaxFp8Cols columns touches, at any col0.
+constexpr size_t kMaxBlocks = 128;
+static_assert(kMaxFp8Cols / kScaleBlock + 2 <= kMaxBlocks);
 
 // Scale block b of a view at col0 covers tile steps [bounds[b], bounds[b + 1]) (col0 % 32 == 0:
 // boundaries fall on steps; the last may end inside one, past k the weights and x are zero).
@@ -140,7 +136,7 @@ size_t StepBounds(size_t col0, size_t k, size_t* bounds) {
   size_t blocks = 0;
   bounds[0] = 0;
   for (size_t a = 0; a < k; ++blocks) {
-    if (blocks == kMaxBlocks) __builtin_trap();  // the callers check k (Fp8ScaleFloats)
+    if (blocks == kMaxBlocks) __builtin_trap();  // the callers check k against kMaxFp8Cols
     const size_t end = (col0 + a) / kScaleBlock * kScaleBlock + kScaleBlock - col0;
     a = end < k ? end : k;
     bounds[blocks + 1] = (a + 2 * kStepPairs - 1) / (2 * kStepPairs);
@@ -148,18 +144,10 @@ size_t StepBounds(size_t col0, size_t k, size_t* bounds) {
   return blocks;
 }
 
-// Tokens per token block: x kept in L2 (at most 1 MiB) while the panels pass; each panel is
-// decoded once per token block (~10k cycles against the block's >= 100k of tile work at k = 3072).
-size_t TokenBlock(size_t tile_words) {
-  constexpr size_t kXBudget = 1 << 20;
-  const size_t pass_bytes = 2 * tile_words * sizeof(uint32_t);
-  return (kXBudget / pass_bytes > 1 ? kXBudget / pass_bytes : 1) * 2 * kTokens;
-}
-
 }  // namespace
 
 size_t Fp8PackElems(size_t k) {
-  return Steps(k) * kStepPairs * kPanel * 2;
+  return TileSteps(k) * kStepPairs * kPanel * 2;
 }
 
 size_t Fp8ScaleFloats(size_t k) {
@@ -167,7 +155,7 @@ size_t Fp8ScaleFloats(size_t k) {
 }
 
 void PackXBf16(const bf16* xb, size_t ldxb, size_t m, size_t k, uint32_t* xt) {
-  const size_t steps = Steps(k), tile_words = steps * kTileWords;
+  const size_t steps = TileSteps(k), tile_words = steps * kTileWords;
   for (size_t t = 0; t < (m + kTokens - 1) / kTokens * kTokens; ++t) {
     uint32_t* tile = xt + t / kTokens * tile_words + (t % kTokens) * 16;
     for (size_t st = 0; st < steps; ++st) {
@@ -183,7 +171,7 @@ void PackXBf16(const bf16* xb, size_t ldxb, size_t m, size_t k, uint32_t* xt) {
 
 void GemmFp8(const uint32_t* xt, size_t m, const QuantRows& w, float* y, size_t ldy,
              bool accumulate, bf16* pack, float* scales) {
-  const size_t k = w.k, pairs = (k + 1) / 2, steps = Steps(k), tile_words = steps * kTileWords;
+  const size_t k = w.k, pairs = (k + 1) / 2, steps = TileSteps(k), tile_words = steps * kTileWords;
   size_t bounds[kMaxBlocks + 1];
   const size_t blocks = StepBounds(w.col0, k, bounds);
   const float* block_scales = static_cast<const float*>(w.scales);
@@ -231,13 +219,9 @@ void GemmFp8(const uint32_t* xt, size_t m, const QuantRows& w, float* y, size_t 
   _tile_release();
 }
 
-size_t Fp8PanelTileElems(size_t k) {
-  return 2 * Steps(k) * kTileWords;
-}
-
 void MatMulFp8Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                      bool accumulate, uint32_t* wb, float* scales) {
-  const size_t k = w.cols, steps = Steps(k), tile_words = steps * kTileWords;
+  const size_t k = w.cols, steps = TileSteps(k), tile_words = steps * kTileWords;
   const size_t panels = (w.rows + kFp8PanelRows - 1) / kFp8PanelRows;
   size_t bounds[kMaxBlocks + 1];
   const size_t blocks = StepBounds(w.col0, k, bounds);
