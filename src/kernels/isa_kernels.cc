@@ -372,26 +372,20 @@ constexpr IsaKernels kAvx512Bf16 = {
     {nullptr, 0},
 };
 
-// The tile unit runs the bf16 panel and FP8 GEMMs (FP8 in panels by default: model::
-// WeightLayoutFor), AVX-512 f32 FMAs the FP8 panel GEMV; everything else is kAvx512Bf16's.
-constexpr IsaKernels kAmx = {
-    Isa::kAmx,
-    {Avx512DenseF32Rows, Avx512DenseBf16Rows, AmxQuantRows, Avx512QuantRows,
-     Q8GroupRows<avx512bf16::MatMulMxfp4I8>, AmxBf16PanelRows, AmxFp8PanelRows},
-    {kF32, kBf16, kBf16, kBf16, kQ8, kAmxTiles, kRoundedF32},
-    {8, 8, 8, 8, 2 * kMxfp4I8GroupRows, kBf16PanelRows, kFp8PanelRows},
-    {32, 32, 32, 32, 2 * kMxfp4I8GroupRows, kBf16PanelRows, kFp8PanelRows},
-    Avx2QuantizeRow,
-    Avx2RoundRow,
-    Avx512ToBf16Row,
-    avx512bf16::SiluMul,
-    avx512bf16::AttentionTile,
-    avx512bf16::SumBuffer,
-    {Probe<float, avx512bf16::F32FmaChains>, 32},
-    {Probe<float, avx512bf16::Bf16DotChains>, 64},
-    {Probe<int32_t, avx512bf16::Int8DotChains>, 128},
-    {Probe<float, amx::Bf16TileChains>, 16.0 * 16 * 32 * 2 / amx::kBf16TileChainDivisor},
-};
+// The AVX-512 BF16 table with the tile unit's rows: it runs the bf16 panel and FP8 GEMMs (FP8 in
+// panels by default: model::WeightLayoutFor), AVX-512 f32 FMAs the FP8 panel GEMV; everything else
+// is kAvx512Bf16's.
+constexpr IsaKernels WithTiles(IsaKernels t) {
+  t.isa = Isa::kAmx;
+  t.rows[static_cast<size_t>(WeightKind::kFp8Block)] = AmxQuantRows;
+  t.rows[static_cast<size_t>(WeightKind::kBf16Panel)] = AmxBf16PanelRows;
+  t.rows[static_cast<size_t>(WeightKind::kFp8Panel)] = AmxFp8PanelRows;
+  t.whole_x_layout[static_cast<size_t>(WeightKind::kBf16Panel)] = kAmxTiles;
+  t.bf16_tile = {Probe<float, amx::Bf16TileChains>,
+                 16.0 * 16 * 32 * 2 / amx::kBf16TileChainDivisor};
+  return t;
+}
+constexpr IsaKernels kAmx = WithTiles(kAvx512Bf16);
 
 }  // namespace
 
