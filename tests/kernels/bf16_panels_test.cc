@@ -171,6 +171,37 @@ TEST_P(Bf16PanelsEveryIsa, MoeExpertsMatchesDenseReference) {
   }
 }
 
+// A tile's rows for the x packers' exactness tests: random values in [-3, 3) with a special bit
+// pattern (NaNs, infinities, ties, subnormals, the largest finite, signed zeros) at every fifth
+// column, and every fifth slot (4, 9, 14) a padding slot (null).
+struct PackerRows {
+  std::vector<std::vector<float>> x;
+  std::vector<const float*> rows;
+
+  PackerRows(size_t slots, size_t k, std::mt19937& rng) : x(slots), rows(slots) {
+    const uint32_t specials[] = {0x7f800001u, 0xffc00123u, 0x7f800000u, 0xff800000u,
+                                 0x3f808000u, 0x3f818000u, 0x00000001u, 0x007fffffu,
+                                 0x80008000u, 0x7f7fffffu, 0x00000000u, 0x80000000u};
+    for (size_t s = 0; s < slots; ++s) {
+      x[s] = RandomF32(k, rng, -3, 3);
+      for (size_t c = s % 3; c < k; c += 5) {
+        const uint32_t bits = specials[(c + s) % std::size(specials)];
+        std::memcpy(&x[s][c], &bits, 4);
+      }
+      rows[s] = s % 5 == 4 ? nullptr : x[s].data();
+    }
+  }
+
+  // Slot s's pair of columns c, c + 1 as the packers must write it: F32ToBf16 of each, the
+  // column past k and padding slots zero.
+  uint32_t Pair(size_t s, size_t c, size_t k) const {
+    if (!rows[s] || c >= k) return 0;
+    uint32_t pair = F32ToBf16(x[s][c]).bits;
+    if (c + 1 < k) pair |= uint32_t{F32ToBf16(x[s][c + 1]).bits} << 16;
+    return pair;
+  }
+};
+
 // The AVX-512 tile packer rounds each value exactly as F32ToBf16 (ties to even, NaNs kept and
 // made quiet, overflow to infinity, subnormals kept) and lays out every pair, padding slot and
 // odd last column as the layout says (internal.h), for k on and off its 16-pair steps.
@@ -180,32 +211,15 @@ TEST(Bf16Panels, XTilePackerRoundsExactlyAsF32ToBf16) {
                  << ")";
   constexpr size_t kTile = avx512bf16::kBf16PanelXTile;
   std::mt19937 rng(8);
-  const uint32_t specials[] = {0x7f800001u, 0xffc00123u, 0x7f800000u, 0xff800000u,
-                               0x3f808000u, 0x3f818000u, 0x00000001u, 0x007fffffu,
-                               0x80008000u, 0x7f7fffffu, 0x00000000u, 0x80000000u};
   for (size_t k : {1, 2, 3, 31, 32, 33, 63, 64, 301}) {
-    std::vector<std::vector<float>> x(kTile);
-    const float* rows[kTile];
-    for (size_t s = 0; s < kTile; ++s) {
-      x[s] = RandomF32(k, rng, -3, 3);
-      for (size_t c = s % 3; c < k; c += 5) {
-        const uint32_t bits = specials[(c + s) % std::size(specials)];
-        std::memcpy(&x[s][c], &bits, 4);
-      }
-      rows[s] = s % 5 == 4 ? nullptr : x[s].data();  // slots 4 and 9: padding
-    }
+    const PackerRows x(kTile, k, rng);
     const size_t pairs = (k + 1) / 2;
     std::vector<uint32_t> tile(pairs * kTile + 16, 0xdeadbeefu);
-    avx512bf16::PackBf16PanelXTile(rows, k, tile.data());
+    avx512bf16::PackBf16PanelXTile(x.rows.data(), k, tile.data());
     for (size_t i = 0; i < pairs; ++i)
-      for (size_t s = 0; s < kTile; ++s) {
-        uint32_t want = 0;
-        if (rows[s]) {
-          want = F32ToBf16(x[s][2 * i]).bits;
-          if (2 * i + 1 < k) want |= uint32_t{F32ToBf16(x[s][2 * i + 1]).bits} << 16;
-        }
-        ASSERT_EQ(tile[i * kTile + s], want) << "k " << k << " pair " << i << " slot " << s;
-      }
+      for (size_t s = 0; s < kTile; ++s)
+        ASSERT_EQ(tile[i * kTile + s], x.Pair(s, 2 * i, k))
+            << "k " << k << " pair " << i << " slot " << s;
     for (size_t j = pairs * kTile; j < tile.size(); ++j)
       ASSERT_EQ(tile[j], 0xdeadbeefu) << "wrote past the tile, k " << k;
   }
@@ -219,36 +233,17 @@ TEST(Bf16Panels, AmxXTilePackerRoundsExactlyAsF32ToBf16) {
                  << ")";
   constexpr size_t kTile = amx::kXTileTokens;
   std::mt19937 rng(9);
-  const uint32_t specials[] = {0x7f800001u, 0xffc00123u, 0x7f800000u, 0xff800000u,
-                               0x3f808000u, 0x3f818000u, 0x00000001u, 0x007fffffu,
-                               0x80008000u, 0x7f7fffffu, 0x00000000u, 0x80000000u};
   for (size_t k : {1, 2, 3, 31, 32, 33, 63, 64, 301}) {
-    std::vector<std::vector<float>> x(kTile);
-    const float* rows[kTile];
-    for (size_t s = 0; s < kTile; ++s) {
-      x[s] = RandomF32(k, rng, -3, 3);
-      for (size_t c = s % 3; c < k; c += 5) {
-        const uint32_t bits = specials[(c + s) % std::size(specials)];
-        std::memcpy(&x[s][c], &bits, 4);
-      }
-      rows[s] = s % 5 == 4 ? nullptr : x[s].data();  // slots 4, 9 and 14: padding
-    }
+    const PackerRows x(kTile, k, rng);
     const size_t elems = amx::XTileElems(1, k), blocks = (k + 31) / 32;
     ASSERT_EQ(elems, blocks * 16 * 16);
     std::vector<uint32_t> tile(elems + 16, 0xdeadbeefu);
-    amx::PackXTile(rows, k, tile.data());
+    amx::PackXTile(x.rows.data(), k, tile.data());
     for (size_t b = 0; b < blocks; ++b)
       for (size_t s = 0; s < kTile; ++s)
-        for (size_t j = 0; j < 16; ++j) {
-          const size_t c = b * 32 + 2 * j;
-          uint32_t want = 0;
-          if (rows[s] && c < k) {
-            want = F32ToBf16(x[s][c]).bits;
-            if (c + 1 < k) want |= uint32_t{F32ToBf16(x[s][c + 1]).bits} << 16;
-          }
-          ASSERT_EQ(tile[(b * kTile + s) * 16 + j], want)
+        for (size_t j = 0; j < 16; ++j)
+          ASSERT_EQ(tile[(b * kTile + s) * 16 + j], x.Pair(s, b * 32 + 2 * j, k))
               << "k " << k << " block " << b << " slot " << s << " pair " << j;
-        }
     for (size_t j = elems; j < tile.size(); ++j)
       ASSERT_EQ(tile[j], 0xdeadbeefu) << "wrote past the tile, k " << k;
   }
