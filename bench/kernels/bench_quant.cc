@@ -6,7 +6,8 @@
 // beside the probe's median and their ratio.
 //   bench_quant [--runs N] [--threads N] [--quick] [--gemv] [--hot] [--uniform-codes] [--m M]
 //               [--gemm-m M]
-// --gemv: only the GEMV rows. --hot: only the GEMV rows, on one LLC-resident weight, the probe
+// The FP8 GEMV rows run on the checkpoint layout (fp8-block) and on the 16-row panels FP8 loads as
+// on AVX2 and AMX (model::WeightLayoutFor). --gemv: only the GEMV rows. --hot: only the GEMV rows, on one LLC-resident weight, the probe
 // reading LLC-resident bytes too (decode throughput against the LLC's). --uniform-codes: random
 // codes instead of quantized N(0, 0.02) weights (the worst case for FP8: many subnormals). --m M:
 // only the GEMV rows with m = M (1, 2, 4 or 7). --gemm-m M: the GEMM rows with m = M tokens
@@ -26,6 +27,7 @@
 
 #include "bench_timing.h"
 #include "kernels/attention.h"
+#include "kernels/fp8_panels.h"
 #include "kernels/internal.h"
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
@@ -48,6 +50,8 @@ using bench::Timing;
 struct QWeight {
   std::vector<uint8_t> codes, scales_u8;
   std::vector<float> scales_f32;
+  std::vector<uint8_t> panel_codes;  // kFp8Panel: the codes and scales repacked (RepackFp8Panels)
+  std::vector<float> panel_scales;
   WeightMatrix view;
   size_t bytes = 0;  // codes + scales read by one MatMul
 };
@@ -111,8 +115,26 @@ QWeight MakeWeight(WeightFormat fmt, size_t rows, size_t cols, uint32_t seed) {
   return q;
 }
 
+// The FP8 weight repacked into 16-row panels (the layout FP8 loads as on AVX2 and AMX).
+QWeight MakeFp8Panels(size_t rows, size_t cols, uint32_t seed) {
+  QWeight q = MakeWeight(WeightFormat::kFp8Block, rows, cols, seed);
+  q.panel_codes.resize(Fp8PanelCodeBytes(rows, cols));
+  q.panel_scales.resize(Fp8PanelScaleFloats(rows, cols, 0));
+  q.view = RepackFp8Panels(q.view, q.panel_codes.data(), q.panel_scales.data());
+  q.bytes = q.panel_codes.size() + q.panel_scales.size() * sizeof(float);
+  q.codes = {};
+  return q;
+}
+
+QWeight MakeAny(WeightFormat fmt, size_t rows, size_t cols, uint32_t seed) {
+  return fmt == WeightFormat::kFp8Panel ? MakeFp8Panels(rows, cols, seed)
+                                        : MakeWeight(fmt, rows, cols, seed);
+}
+
 const char* FormatName(WeightFormat f) {
-  return f == WeightFormat::kFp8Block ? "fp8-block" : "mxfp4";
+  return f == WeightFormat::kFp8Block   ? "fp8-block"
+         : f == WeightFormat::kFp8Panel ? "fp8 16-row panels"
+                                        : "mxfp4";
 }
 
 struct Shape {
@@ -125,10 +147,10 @@ struct Shape {
 // bytes (LLC bandwidth): the kernel's decode throughput, what it would reach on faster memory.
 void BenchGemv(KernelContext& ctx, ReadProbe& probe, int runs, WeightFormat fmt, const Shape& s,
                size_t m, const float* x, float* y, bool hot) {
-  const size_t one = MakeWeight(fmt, 128, s.cols, 0).bytes * s.rows / 128;
+  const size_t one = MakeAny(fmt, 128, s.cols, 0).bytes * s.rows / 128;
   const size_t copies = hot ? 1 : std::max<size_t>(2, (160u << 20) / one);
   std::vector<QWeight> w;
-  for (size_t c = 0; c < copies; ++c) w.push_back(MakeWeight(fmt, s.rows, s.cols, c + 1));
+  for (size_t c = 0; c < copies; ++c) w.push_back(MakeAny(fmt, s.rows, s.cols, c + 1));
   const double bytes = w[0].bytes;
   std::vector<double> kernel_gbps, probe_gbps, ratio;
   for (int r = -1; r < runs; ++r) {  // round -1 warms up
@@ -252,7 +274,8 @@ int Main(int argc, char** argv) {
   for (float& v : x) v = (static_cast<int>(rng() % 2001) - 1000) * 1e-3f;
 
   ReadProbe probe(pool);
-  for (WeightFormat fmt : {WeightFormat::kFp8Block, WeightFormat::kMxfp4}) {
+  for (WeightFormat fmt :
+       {WeightFormat::kFp8Block, WeightFormat::kFp8Panel, WeightFormat::kMxfp4}) {
     std::printf(
         "GEMV, %s (weights cycled through > 4x LLC so every byte comes from DRAM; read probe of "
         "the same bytes before each run)\n",
@@ -263,7 +286,7 @@ int Main(int argc, char** argv) {
         if (only_m && m != only_m) continue;
         BenchGemv(ctx, probe, runs * 4, fmt, s, m, x.data(), y.data(), hot);
       }
-    if (gemv_only) continue;
+    if (gemv_only || fmt == WeightFormat::kFp8Panel) continue;  // panels: the GEMV rows only
     const size_t m = gemm_m;
     std::printf("GEMM m=%zu, %s\n", m, FormatName(fmt));
     for (const Shape& s : shapes) {
