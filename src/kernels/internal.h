@@ -234,6 +234,13 @@ void GemmFp8(const uint32_t* xt, size_t m, const QuantRows& w, float* y, size_t 
 // wb: WTileElems(k) uint32 (two panels' B tiles), scales: Fp8ScaleFloats(k) f32, 64-byte aligned.
 void MatMulFp8Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                      bool accumulate, uint32_t* wb, float* scales);
+// GEMV on a kFp8Panel view with w.col0 % 4 == 0 (matmul_fp8_panels_amx.cc, AVX-512 VBMI and BF16,
+// not the tile unit): y[t, r] (= or +=) for t < m (1..kFp8GemvMaxTokens), r < w.rows. xp: x as
+// the vdpbf16ps panel kernels take it (avx512bf16::PackBf16PanelX: one tile of kBf16PanelXTile
+// tokens).
+inline constexpr size_t kFp8GemvMaxTokens = 3;
+void GemvFp8Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
+                   bool accumulate);
 }  // namespace amx
 
 // The MatMul row-range kernel for the ISA in use, on x prepared once per call (matmul.cc).

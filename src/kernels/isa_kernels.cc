@@ -266,11 +266,22 @@ void AmxQuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n
                s.fp8_scales.As<float>(amx::Fp8ScaleFloats(k)));
 }
 
-// FP8 panels: the AVX-512 f32-FMA GEMV below kGemmMinM rows (on these cores vdpbf16ps runs at half
-// the f32 FMA rate, and the FP8 GEMV on it was compute-bound at 41-44% of the read bandwidth where
-// the panels stream at 62-67%), the tile unit above (the AVX2 panel GEMM for views off its steps).
+// FP8 panels: up to 3 tokens the byte-table vdpbf16ps GEMV (amx::GemvFp8Panels, where the view's
+// columns start on a 4-column group), up to 7 the f32-FMA GEMV (its decode is dearer per code,
+// but it has no vdpbf16ps, which occupies both vector ports on these cores: from 4 tokens on it is
+// the faster one), the tile unit above (the AVX2 panel GEMM for views off its 32-column steps).
+// Emerald Rapids, FP8 bench checkpoint, decode batch 1, 2 rounds alternating: 53.3 / 60.3 tok/s
+// with the byte-table GEMV, 44.6 / 49.5 with the f32 GEMV.
 void AmxFp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                      size_t ldy, bool accumulate, WorkerScratch& s) {
+  if (x.m <= amx::kFp8GemvMaxTokens && w.col0 % 4 == 0) {
+    uint32_t* xp = s.xpack.As<uint32_t>(avx512bf16::Bf16PanelXPairs(x.m, w.cols));
+    avx512bf16::PackBf16PanelX(x.f32, x.ld, x.m, w.cols, xp);
+    return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
+                              [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                                amx::GemvFp8Panels(xp, x.m, Fp8PanelRows(w, g0, n), yg, ldyg, acc);
+                              });
+  }
   if (x.m < kGemmMinM)
     return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                               [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
@@ -373,8 +384,8 @@ constexpr IsaKernels kAvx512Bf16 = {
 };
 
 // The AVX-512 BF16 table with the tile unit's rows: it runs the bf16 panel and FP8 GEMMs (FP8 in
-// panels by default: model::WeightLayoutFor), AVX-512 f32 FMAs the FP8 panel GEMV; everything else
-// is kAvx512Bf16's.
+// panels by default: model::WeightLayoutFor), AVX-512 VBMI / f32 FMAs the FP8 panel GEMVs;
+// everything else is kAvx512Bf16's.
 constexpr IsaKernels WithTiles(IsaKernels t) {
   t.isa = Isa::kAmx;
   t.rows[static_cast<size_t>(WeightKind::kFp8Block)] = AmxQuantRows;

@@ -2,8 +2,10 @@
 // panel kernel's arithmetic with a whole panel column in one register. A column's 16 codes become
 // 16 f32 weights in 5 instructions (widen, two shifts, a mask, one vcvtph2ps), one FMA per token.
 //
-// Why: on the AMX cores (Sapphire / Emerald Rapids) vdpbf16ps runs at half the f32 FMA rate, so
-// the FP8 GEMV there runs on f32 FMAs (model::WeightLayoutFor loads FP8 as panels); the AVX2
+// Why: on the AMX cores (Sapphire / Emerald Rapids) vdpbf16ps runs at half the f32 FMA rate and
+// occupies both vector ports, so the FP8 GEMV of 4 to 7 tokens runs here on f32 FMAs
+// (model::WeightLayoutFor loads FP8 as panels; 1 to 3 tokens take amx::GemvFp8Panels, whose
+// byte-table decode is cheaper per code, when the view starts on a 4-column group); the AVX2
 // kernel needs two conversions, an extract and two FMAs per column and token, and only 16
 // registers (3 tokens at most per pass).
 //

@@ -8,13 +8,14 @@
 namespace moeserve {
 
 // Ordered: each ISA's kernels may use everything below it. kAmx is kAvx512Bf16 plus the AMX tile
-// unit (AMX-TILE and AMX-BF16, Sapphire Rapids and later) for the bf16 GEMMs.
+// unit (AMX-TILE and AMX-BF16, Sapphire Rapids and later) for the bf16 GEMMs, and AVX-512 VBMI
+// (on every AMX core) for the FP8 GEMV's byte-table decode.
 enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Bf16, kAmx };
 
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
-  bool avx512_bf16 = false, avx512_vnni = false;
+  bool avx512_bf16 = false, avx512_vnni = false, avx512_vbmi = false;
   // The CPU has AMX-TILE and AMX-BF16 and the OS saves the tile state (XCR0 bits 17, 18), and
   // Linux granted this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once here):
   // without the grant the first tile instruction faults.

@@ -129,10 +129,14 @@ TEST_P(Fp8PanelsEveryIsa, MatMulMatchesBlockReference) {
   for (size_t m : {1, 2, 3, 4, 7, 13, 200, 300}) {
     // {100, 77, 96, 293}: the AMX tiles' view (col0 % 32 == 0) with a one-step first scale block,
     // panel pairs and an odd last panel, rows across the 128-row scale boundary, odd k.
+    // {20, 45, 4, 251}, {3, 29, 8, 130}: the amx byte-table GEMV's views (col0 % 4 == 0) off the
+    // tile steps, their last 4-column group cut to 3 and 2 columns.
     for (auto [r0, n, c0, k] : {std::array<size_t, 4>{5, 37, 70, 300},
                                 {0, 16, 0, 400},
                                 {130, 50, 1, 129},
-                                {100, 77, 96, 293}}) {
+                                {100, 77, 96, 293},
+                                {20, 45, 4, 251},
+                                {3, 29, 8, 130}}) {
       const WeightMatrix src = f.View(r0, n, c0, k);
       const Panels p = Repack(src);
       const size_t ldx = k + 3, ldy = n + 1;
