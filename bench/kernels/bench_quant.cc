@@ -6,13 +6,13 @@
 // beside the probe's median and their ratio.
 //   bench_quant [--runs N] [--threads N] [--quick] [--gemv] [--hot] [--uniform-codes] [--m M]
 //               [--gemm-m M]
-// The FP8 GEMV rows run on the checkpoint layout (fp8-block) and on the 16-row panels FP8 loads as
-// on AVX2 and AMX (model::WeightLayoutFor). --gemv: only the GEMV rows. --hot: only the GEMV rows, on one LLC-resident weight, the probe
-// reading LLC-resident bytes too (decode throughput against the LLC's). --uniform-codes: random
-// codes instead of quantized N(0, 0.02) weights (the worst case for FP8: many subnormals). --m M:
-// only the GEMV rows with m = M (1, 2, 4 or 7). --gemm-m M: the GEMM rows with m = M tokens
-// instead of 512 (an expert of a 512-token prefill gets 512 · top-k / experts: 128 of the bench
-// checkpoint's 32 experts, 16 of the slice's 256).
+// The FP8 GEMV rows run on the checkpoint layout (fp8-block) and on the 16-row panels FP8 loads
+// as on AVX2 and AMX (model::WeightLayoutFor). --gemv: only the GEMV rows. --hot: only the GEMV
+// rows, on one LLC-resident weight, the probe reading LLC-resident bytes too (decode throughput
+// against the LLC's). --uniform-codes: random codes instead of quantized N(0, 0.02) weights (the
+// worst case for FP8: many subnormals). --m M: only the GEMV rows with m = M (1, 2, 4 or 7).
+// --gemm-m M: the GEMM rows with m = M tokens instead of 512 (an expert of a 512-token prefill
+// gets 512 · top-k / experts: 128 of the bench checkpoint's 32 experts, 16 of the slice's 256).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
