@@ -50,9 +50,9 @@ DecodeTables MakeTables() {
   for (int m = 0; m < 128; ++m) {
     const int e = m >> 3, f = m & 7;
     // e4m3: exponent bias 7, subnormals at e == 0 (f / 8 · 2^-6).
-    const float v = e == 0 ? static_cast<float>(f) / 8.0f / 64.0f
-                           : (1.0f + static_cast<float>(f) / 8.0f) * static_cast<float>(1 << e) /
-                                 128.0f;
+    const float v =
+        e == 0 ? static_cast<float>(f) / 8.0f / 64.0f
+               : (1.0f + static_cast<float>(f) / 8.0f) * static_cast<float>(1 << e) / 128.0f;
     uint32_t bits;
     std::memcpy(&bits, &v, 4);
     const auto b = static_cast<uint16_t>(bits >> 16);  // exact: 3 mantissa bits
@@ -151,8 +151,8 @@ constexpr size_t kAhead = 4096;
 // tokens).
 template <int P, int M, int U>
 void PanelTile(const Decoder& d, const uint32_t* xp, const uint8_t* const panel[P],
-               const float* const scales[P], size_t k, size_t col0, float* const y[P],
-               size_t ldy, const size_t rows[P], bool accumulate) {
+               const float* const scales[P], size_t k, size_t col0, float* const y[P], size_t ldy,
+               const size_t rows[P], bool accumulate) {
   __m512 acc[P][M];
   for (int p = 0; p < P; ++p)
     for (int t = 0; t < M; ++t) acc[p][t] = _mm512_setzero_ps();
@@ -219,9 +219,8 @@ constexpr int kUnroll = M == 1 ? 2 : 1;
 using TileFn = void (*)(const Decoder&, const uint32_t*, const uint8_t* const*, const float* const*,
                         size_t, size_t, float* const*, size_t, const size_t*, bool);
 template <int P>
-constexpr TileFn kTiles[kFp8GemvMaxTokens + 1] = {nullptr, PanelTile<P, 1, kUnroll<1>>,
-                                               PanelTile<P, 2, kUnroll<2>>,
-                                               PanelTile<P, 3, kUnroll<3>>};
+constexpr TileFn kTiles[kFp8GemvMaxTokens + 1] = {
+    nullptr, PanelTile<P, 1, kUnroll<1>>, PanelTile<P, 2, kUnroll<2>>, PanelTile<P, 3, kUnroll<3>>};
 
 }  // namespace
 
