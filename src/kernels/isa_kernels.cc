@@ -270,8 +270,9 @@ void AmxQuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n
 // columns start on a 4-column group), up to 7 the f32-FMA GEMV (its decode is dearer per code,
 // but it has no vdpbf16ps, which occupies both vector ports on these cores: from 4 tokens on it is
 // the faster one), the tile unit above (the AVX2 panel GEMM for views off its 32-column steps).
-// Emerald Rapids, FP8 bench checkpoint, decode batch 1, 2 rounds alternating: 53.3 / 60.3 tok/s
-// with the byte-table GEMV, 44.6 / 49.5 with the f32 GEMV.
+// Emerald Rapids, FP8 bench checkpoint, alternating rounds: decode batch 1 53.3 / 60.3 / 47.3 /
+// 41.6 / 51.0 tok/s with the byte-table GEMV, 44.6 / 49.5 / 47.3 / 40.9 / 45.6 with the f32 GEMV;
+// 16 sequences 167 / 144 / 159 vs 158 / 136 / 155 (the host's bandwidth drifts between rounds).
 void AmxFp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                      size_t ldy, bool accumulate, WorkerScratch& s) {
   if (x.m <= amx::kFp8GemvMaxTokens && w.col0 % 4 == 0) {
