@@ -27,9 +27,10 @@ void AddModelOptions(CLI::App& app, ModelOptions& opts, const std::string& defau
       ->capture_default_str();
   app.add_option("--weight-layout", opts.weight_layout,
                  "bf16 and FP8 linear weights: auto (bf16 repacked at load into 16-row panels on "
-                 "AVX2 and AVX-512 BF16, FP8-block too on AVX2: the same bytes, no per-call "
-                 "packing; on AVX-512 BF16 FP8-block rows are copied onto huge pages), or "
-                 "checkpoint (views into the mmap'd checkpoint, nothing repacked)")
+                 "AVX2, AVX-512 BF16 and AMX, FP8-block too on AVX2 and AMX: the same bytes, no "
+                 "per-call packing; on AVX-512 BF16 without AMX FP8-block rows are copied onto "
+                 "huge pages), or checkpoint (views into the mmap'd checkpoint, nothing "
+                 "repacked)")
       ->check(CLI::IsMember({"auto", "checkpoint"}))
       ->capture_default_str();
 }

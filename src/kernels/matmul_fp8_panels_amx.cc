@@ -5,7 +5,7 @@
 // 16 codes (widen, two shifts, a mask, a two-uop vcvtph2ps, the FMA) and read ~20 GB/s from the
 // LLC as from DRAM on Emerald Rapids: compute-bound below the read bandwidth. Here 64 codes (a
 // panel's 4 columns) take a vpermb, two vpermt2b, a ternlog and two unpacks, then two vdpbf16ps
-// per token: 1.2-1.4x the f32 kernel's rate from L1 for 1 to 3 tokens (from 4 on, the vdpbf16ps
+// per token: 1.1-1.4x the f32 kernel's rate from L1 for 1 to 3 tokens (from 4 on, the vdpbf16ps
 // per token cost more than the decode saves and the f32 kernel stays).
 //
 // Decode: the codes are reordered by one vpermb, vpermt2b looks up the low 7 bits of each in two
