@@ -286,11 +286,11 @@ int Main(int argc, char** argv) {
         if (only_m && m != only_m) continue;
         BenchGemv(ctx, probe, runs * 4, fmt, s, m, x.data(), y.data(), hot);
       }
-    if (gemv_only || fmt == WeightFormat::kFp8Panel) continue;  // panels: the GEMV rows only
+    if (gemv_only) continue;
     const size_t m = gemm_m;
     std::printf("GEMM m=%zu, %s\n", m, FormatName(fmt));
     for (const Shape& s : shapes) {
-      const QWeight w = MakeWeight(fmt, s.rows, s.cols, 7);
+      const QWeight w = MakeAny(fmt, s.rows, s.cols, 7);
       const Timing tm = Time(std::max(runs / 2, 5), [&](int) {
         MatMul(x.data(), s.cols, m, w.view, y.data(), s.rows, ctx);
       });
@@ -310,11 +310,11 @@ int Main(int argc, char** argv) {
       store.reserve(3 * E);
       std::vector<ExpertWeights> ex(E);
       for (size_t e = 0; e < E; ++e) {
-        store.push_back(MakeWeight(fmt, I, H, 3 * e + 1));
+        store.push_back(MakeAny(fmt, I, H, 3 * e + 1));
         ex[e].w1 = store.back().view;
-        store.push_back(MakeWeight(fmt, I, H, 3 * e + 2));
+        store.push_back(MakeAny(fmt, I, H, 3 * e + 2));
         ex[e].w3 = store.back().view;
-        store.push_back(MakeWeight(fmt, H, I, 3 * e + 3));
+        store.push_back(MakeAny(fmt, H, I, 3 * e + 3));
         ex[e].w2 = store.back().view;
       }
       std::vector<int32_t> idx(K);
