@@ -230,7 +230,8 @@ inline constexpr size_t kMaxFp8Cols = 16000;
 size_t Fp8ScaleFloats(size_t k);
 void GemmFp8(const uint32_t* xt, size_t m, const QuantRows& w, float* y, size_t ldy,
              bool accumulate, bf16* pack, float* scales);
-// The same on a kFp8Panel view (fp8_panels.h; w.col0 % 32 == 0), two 16-row panels per pass:
+// The same on a kFp8Panel view (fp8_panels.h; w.col0 % 32 == 0), two 16-row panels per pass, any
+// m (the amx table's from 4 tokens: up to 32 each step's B tiles are decoded just before use):
 // wb: WTileElems(k) uint32 (two panels' B tiles), scales: Fp8ScaleFloats(k) f32, 64-byte aligned.
 void MatMulFp8Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                      bool accumulate, uint32_t* wb, float* scales);

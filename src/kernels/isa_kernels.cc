@@ -267,12 +267,12 @@ void AmxQuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n
 }
 
 // FP8 panels: up to 3 tokens the byte-table vdpbf16ps GEMV (amx::GemvFp8Panels, where the view's
-// columns start on a 4-column group), up to 7 the f32-FMA GEMV (its decode is dearer per code,
-// but it has no vdpbf16ps, which occupies both vector ports on these cores: from 4 tokens on it is
-// the faster one), the tile unit above (the AVX2 panel GEMM for views off its 32-column steps).
-// Emerald Rapids, FP8 bench checkpoint, alternating rounds: decode batch 1 53.3 / 60.3 / 47.3 /
-// 41.6 / 51.0 tok/s with the byte-table GEMV, 44.6 / 49.5 / 47.3 / 40.9 / 45.6 with the f32 GEMV;
-// 16 sequences 167 / 144 / 159 vs 158 / 136 / 155 (the host's bandwidth drifts between rounds).
+// columns start on a 4-column group), from 4 the tile unit (views on its 32-column steps; up to 32
+// tokens each step's B tiles decoded just before use), else the f32-FMA GEMV below kGemmMinM and
+// the AVX2 panel GEMM above. Emerald Rapids, FP8 bench checkpoint, alternating rounds: decode
+// batch 1 53.3 / 60.3 / 47.3 / 41.6 / 51.0 tok/s with the byte-table GEMV, 44.6 / 49.5 / 47.3 /
+// 40.9 / 45.6 with the f32 GEMV; 4 and 7 tokens from the LLC (bench_quant --hot) 10.8-12.4 GB/s on
+// the tiles where the f32 GEMV reads 5.3-9.6.
 void AmxFp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                      size_t ldy, bool accumulate, WorkerScratch& s) {
   if (x.m <= amx::kFp8GemvMaxTokens && w.col0 % 4 == 0) {
@@ -283,14 +283,14 @@ void AmxFp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_
                                 amx::GemvFp8Panels(xp, x.m, Fp8PanelRows(w, g0, n), yg, ldyg, acc);
                               });
   }
-  if (x.m < kGemmMinM)
+  const bool tiles = w.col0 % 32 == 0 && w.cols <= amx::kMaxFp8Cols;
+  if (!tiles && x.m < kGemmMinM)
     return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                               [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
                                 avx512bf16::GemvFp8Panels(x.f32, x.ld, x.m, Fp8PanelRows(w, g0, n),
                                                           yg, ldyg, acc);
                               });
-  if (w.col0 % 32 != 0 || w.cols > amx::kMaxFp8Cols)
-    return Avx2Fp8PanelRows(x, w, n0, n1, y, ldy, accumulate, s);
+  if (!tiles) return Avx2Fp8PanelRows(x, w, n0, n1, y, ldy, accumulate, s);
   const size_t k = w.cols;
   uint32_t* xt = s.xpack.As<uint32_t>(amx::XTileElems(x.m, k));
   amx::PackX(x.f32, x.ld, x.m, k, xt);

@@ -5,8 +5,8 @@
 // 16 codes (widen, two shifts, a mask, a two-uop vcvtph2ps, the FMA) and read ~20 GB/s from the
 // LLC as from DRAM on Emerald Rapids: compute-bound below the read bandwidth. Here 64 codes (a
 // panel's 4 columns) take a vpermb, two vpermt2b, a ternlog and two unpacks, then two vdpbf16ps
-// per token: 1.1-1.4x the f32 kernel's rate from L1 for 1 to 3 tokens (from 4 on, the vdpbf16ps
-// per token cost more than the decode saves and the f32 kernel stays).
+// per token: 1.1-1.4x the f32 kernel's rate from L1 for 1 to 3 tokens (from 4 on, the per-token
+// vdpbf16ps cost more than the decode saves; the tile unit takes those, matmul_quant_amx.cc).
 //
 // Decode: the codes are reordered by one vpermb, vpermt2b looks up the low 7 bits of each in two
 // 128-entry byte tables (the low and high byte of the bf16 bits of |e4m3|, exact for subnormal
@@ -23,11 +23,9 @@
 // same alone or paired, so y does not depend on how rows were split over threads.
 #include <immintrin.h>
 
-#include <array>
 #include <cstdint>
-#include <cstring>
 
-#include "core/dtype.h"
+#include "kernels/fp8_bytes_to_bf16_avx512.h"
 #include "kernels/fp8_panels.h"
 #include "kernels/internal.h"
 
@@ -37,76 +35,6 @@ namespace {
 constexpr size_t kRows = kFp8PanelRows;
 constexpr size_t kBlock = kFp8ScaleBlock;
 constexpr size_t kTile = avx512bf16::kBf16PanelXTile;  // tokens per x tile (kPanelPairs layout)
-constexpr size_t kGroupCols = 4;                       // columns per 64-byte load of a panel
-
-// The bf16 bits of e4m3 magnitude m (code & 0x7f; 0x7f is NaN, never repacked): low bytes, then
-// high bytes, 128 each.
-struct DecodeTables {
-  alignas(64) std::array<uint8_t, 128> lo, hi;
-};
-
-DecodeTables MakeTables() {
-  DecodeTables t{};
-  for (int m = 0; m < 128; ++m) {
-    const int e = m >> 3, f = m & 7;
-    // e4m3: exponent bias 7, subnormals at e == 0 (f / 8 · 2^-6).
-    const float v =
-        e == 0 ? static_cast<float>(f) / 8.0f / 64.0f
-               : (1.0f + static_cast<float>(f) / 8.0f) * static_cast<float>(1 << e) / 128.0f;
-    uint32_t bits;
-    std::memcpy(&bits, &v, 4);
-    const auto b = static_cast<uint16_t>(bits >> 16);  // exact: 3 mantissa bits
-    t.lo[m] = static_cast<uint8_t>(b & 0xff);
-    t.hi[m] = static_cast<uint8_t>(b >> 8);
-  }
-  return t;
-}
-
-const DecodeTables& Tables() {
-  static const DecodeTables t = MakeTables();
-  return t;
-}
-
-// The constants of the decode, in registers for a whole call.
-struct Decoder {
-  __m512i lo0, lo1, hi0, hi1;  // the tables: entries 0..63 and 64..127
-  __m512i order;               // the byte order vpunpck{l,h}bw needs (below)
-  __m512i sign;                // 0x80 in every byte
-
-  Decoder() {
-    const DecodeTables& t = Tables();
-    lo0 = _mm512_load_si512(t.lo.data());
-    lo1 = _mm512_load_si512(t.lo.data() + 64);
-    hi0 = _mm512_load_si512(t.hi.data());
-    hi1 = _mm512_load_si512(t.hi.data() + 64);
-    // vpunpcklbw(lo, hi) makes word n of 128-bit lane L from byte 16L + n (n < 8), vpunpckhbw
-    // from byte 16L + 8 + n; dword j of lane L is output row 4L + j. So byte 16L + 2j + e of the
-    // reordered codes is W[4L + j, c + e] (panel byte 16e + 4L + j), and byte 16L + 8 + 2j + e is
-    // W[4L + j, c + 2 + e] (panel byte 16 (2 + e) + 4L + j).
-    alignas(64) uint8_t idx[64];
-    for (int lane = 0; lane < 4; ++lane)
-      for (int j = 0; j < 4; ++j)
-        for (int e = 0; e < 2; ++e) {
-          idx[16 * lane + 2 * j + e] = static_cast<uint8_t>(16 * e + 4 * lane + j);
-          idx[16 * lane + 8 + 2 * j + e] = static_cast<uint8_t>(16 * (2 + e) + 4 * lane + j);
-        }
-    order = _mm512_load_si512(idx);
-    sign = _mm512_set1_epi8(static_cast<char>(0x80));
-  }
-
-  // 64 codes (columns c .. c + 3 of a panel) → two vectors of bf16 pairs: columns (c, c + 1) and
-  // (c + 2, c + 3), lane r = row r. One vpermb, two vpermt2b (three uops each on these cores,
-  // which is why the interleave is two one-uop unpacks on reordered codes, not two more vpermt2b).
-  [[gnu::always_inline]] inline void Decode(__m512i codes, __m512bh& w01, __m512bh& w23) const {
-    codes = _mm512_permutexvar_epi8(order, codes);
-    const __m512i lo = _mm512_permutex2var_epi8(lo0, codes, lo1);
-    // hi | (codes & 0x80): ternary-logic table A | (B & C).
-    const __m512i hi =
-        _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, codes, hi1), codes, sign, 0xF8);
-    w01 = (__m512bh)_mm512_unpacklo_epi8(lo, hi);
-    w23 = (__m512bh)_mm512_unpackhi_epi8(lo, hi);
-  }
-};
 
 inline __m512bh Broadcast(const uint32_t* pair) {
   return (__m512bh)_mm512_set1_epi32(static_cast<int>(*pair));
@@ -128,13 +56,6 @@ template <typename Fn>
     fn(c, end, (col0 + c) / kBlock - col0 / kBlock);
     c = end;
   }
-}
-
-// Panel p's 64 codes at column c; a group cut by k reads only its columns (the rest zero).
-[[gnu::always_inline]] inline __m512i LoadGroup(const uint8_t* panel, size_t c, size_t k) {
-  if (c + kGroupCols <= k) return _mm512_loadu_si512(panel + c * kRows);
-  const __mmask64 mask = (__mmask64{1} << ((k - c) * kRows)) - 1;
-  return _mm512_maskz_loadu_epi8(mask, panel + c * kRows);
 }
 
 // Read ahead of the stream into L2 (the panels are one sequential walk each; the hardware

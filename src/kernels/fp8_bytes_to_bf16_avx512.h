@@ -1,0 +1,114 @@
+// e4m3 codes of a 16-row FP8 panel (fp8_panels.h) decoded to exact bf16 pairs by byte tables, for
+// the AMX translation units (AVX-512 BW / BF16 and VBMI: include only from TUs built with the AMX
+// flags). Shared by the amx FP8 GEMV (matmul_fp8_panels_amx.cc) and the tile GEMM's per-step
+// decode (matmul_quant_amx.cc).
+#pragma once
+
+#include <immintrin.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/fp8_panels.h"
+
+namespace moeserve::kernels::amx {
+
+inline constexpr size_t kGroupCols = 4;  // columns per 64-byte load of a panel
+
+// The bf16 bits of e4m3 magnitude m (code & 0x7f; 0x7f is NaN, never repacked): low bytes, then
+// high bytes, 128 each.
+struct DecodeTables {
+  alignas(64) std::array<uint8_t, 128> lo, hi;
+};
+
+inline DecodeTables MakeTables() {
+  DecodeTables t{};
+  for (int m = 0; m < 128; ++m) {
+    const int e = m >> 3, f = m & 7;
+    // e4m3: exponent bias 7, subnormals at e == 0 (f / 8 · 2^-6).
+    const float v =
+        e == 0 ? static_cast<float>(f) / 8.0f / 64.0f
+               : (1.0f + static_cast<float>(f) / 8.0f) * static_cast<float>(1 << e) / 128.0f;
+    uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    const auto b = static_cast<uint16_t>(bits >> 16);  // exact: 3 mantissa bits
+    t.lo[m] = static_cast<uint8_t>(b & 0xff);
+    t.hi[m] = static_cast<uint8_t>(b >> 8);
+  }
+  return t;
+}
+
+inline const DecodeTables& Tables() {
+  static const DecodeTables t = MakeTables();
+  return t;
+}
+
+// The constants of the decode, in registers for a whole call.
+struct Decoder {
+  __m512i lo0, lo1, hi0, hi1;  // the tables: entries 0..63 and 64..127
+  __m512i order;               // the byte order vpunpck{l,h}bw needs (below)
+  __m512i sign;                // 0x80 in every byte
+
+  Decoder() {
+    const DecodeTables& t = Tables();
+    lo0 = _mm512_load_si512(t.lo.data());
+    lo1 = _mm512_load_si512(t.lo.data() + 64);
+    hi0 = _mm512_load_si512(t.hi.data());
+    hi1 = _mm512_load_si512(t.hi.data() + 64);
+    // vpunpcklbw(lo, hi) makes word n of 128-bit lane L from byte 16L + n (n < 8), vpunpckhbw
+    // from byte 16L + 8 + n; dword j of lane L is output row 4L + j. So byte 16L + 2j + e of the
+    // reordered codes is W[4L + j, c + e] (panel byte 16e + 4L + j), and byte 16L + 8 + 2j + e is
+    // W[4L + j, c + 2 + e] (panel byte 16 (2 + e) + 4L + j).
+    alignas(64) uint8_t idx[64];
+    for (int lane = 0; lane < 4; ++lane)
+      for (int j = 0; j < 4; ++j)
+        for (int e = 0; e < 2; ++e) {
+          idx[16 * lane + 2 * j + e] = static_cast<uint8_t>(16 * e + 4 * lane + j);
+          idx[16 * lane + 8 + 2 * j + e] = static_cast<uint8_t>(16 * (2 + e) + 4 * lane + j);
+        }
+    order = _mm512_load_si512(idx);
+    sign = _mm512_set1_epi8(static_cast<char>(0x80));
+  }
+
+  // 64 codes (columns c .. c + 3 of a panel) → two vectors of bf16 pairs: columns (c, c + 1) and
+  // (c + 2, c + 3), lane r = row r. One vpermb, two vpermt2b (three uops each on these cores,
+  // which is why the interleave is two one-uop unpacks on reordered codes, not two more vpermt2b).
+  [[gnu::always_inline]] inline void Decode(__m512i codes, __m512bh& w01, __m512bh& w23) const {
+    codes = _mm512_permutexvar_epi8(order, codes);
+    const __m512i lo = _mm512_permutex2var_epi8(lo0, codes, lo1);
+    // hi | (codes & 0x80): ternary-logic table A | (B & C).
+    const __m512i hi =
+        _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, codes, hi1), codes, sign, 0xF8);
+    w01 = (__m512bh)_mm512_unpacklo_epi8(lo, hi);
+    w23 = (__m512bh)_mm512_unpackhi_epi8(lo, hi);
+  }
+};
+
+// Panel p's 64 codes at column c; a group cut by k reads only its columns (the rest zero).
+[[gnu::always_inline]] inline __m512i LoadGroup(const uint8_t* panel, size_t c, size_t k) {
+  if (c + kGroupCols <= k) return _mm512_loadu_si512(panel + c * kFp8PanelRows);
+  const __mmask64 mask = (__mmask64{1} << ((k - c) * kFp8PanelRows)) - 1;
+  return _mm512_maskz_loadu_epi8(mask, panel + c * kFp8PanelRows);
+}
+
+// Tile step `st` (columns 32 st .. 32 st + 31) of a panel of k columns as one B tile: pair i of
+// the step as 16 uint32 at out + 16 i (row r: W[r, c] | W[r, c + 1] << 16, unscaled), pairs past
+// k zero. out: 64-byte aligned.
+[[gnu::always_inline]] inline void DecodeStep(const Decoder& d, const uint8_t* panel, size_t st,
+                                              size_t k, uint32_t* out) {
+  for (size_t g = 0; g < 8; ++g) {
+    const size_t c = 32 * st + kGroupCols * g;
+    __m512bh w01, w23;
+    if (c < k) {
+      d.Decode(LoadGroup(panel, c, k), w01, w23);
+    } else {
+      w01 = w23 = (__m512bh)_mm512_setzero_si512();
+    }
+    _mm512_store_si512(out + 32 * g, (__m512i)w01);
+    _mm512_store_si512(out + 32 * g + 16, (__m512i)w23);
+  }
+}
+
+}  // namespace moeserve::kernels::amx
