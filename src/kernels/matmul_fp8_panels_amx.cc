@@ -58,14 +58,15 @@ template <typename Fn>
   }
 }
 
-// Read ahead of the stream into L2 (the panels are one sequential walk each; the hardware
-// prefetcher alone left the f32 kernel's stream below the read probe).
+// Read ahead of the stream into L2: without it the GEMV read 55-60% of the read probe from DRAM,
+// with it 73-87% (bench_quant --gemv --m 1; 1-16 KiB ahead, T0 or T1, could not be ranked).
 constexpr size_t kAhead = 4096;
 
 // vdpbf16ps has a long latency on these cores (~28 cycles measured on Emerald Rapids, one issued
-// per 2 cycles): a stream needs ~14 independent sums in flight. Each panel keeps 2 · U chains per
+// per 2 cycles): a stream wants ~14 independent sums in flight. Each panel keeps 2 · U chains per
 // token (the group's column pairs (c, c + 1) and (c + 2, c + 3), U groups in a row), added at the
-// end of each scale block.
+// end of each scale block: 8 chains for one token (two panels, U = 2), 8 and 12 for two and three
+// (U = 1), as many as the 32 registers leave.
 //
 // M tokens (x: their pair tile, xp[i · kTile + t] = pair i of token t) × P panels (at panel[p],
 // scales[p]), U groups per step; rows[p] ≤ 16 of panel p's rows stored into y[p] (ldy between
