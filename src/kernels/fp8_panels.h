@@ -53,4 +53,14 @@ WeightMatrix Fp8PanelRows(const WeightMatrix& w, size_t n0, size_t n);
 // W[r, c] of a kFp8Panel view as f32.
 float Fp8PanelElement(const WeightMatrix& w, size_t r, size_t c);
 
+// The one-token GEMVs' walk (AVX2 and AVX-512): the view's full panels in pairs (j, j + half),
+// two streams per core for the hardware prefetchers; pair(p, q) for each. Returns the first panel
+// left for the caller's one-panel kernels (the odd full panel and a partial last one).
+template <typename PairFn>
+inline size_t ForEachFullFp8PanelPair(const WeightMatrix& w, const PairFn& pair) {
+  const size_t half = w.rows / kFp8PanelRows / 2;
+  for (size_t j = 0; j < half; ++j) pair(j, j + half);
+  return 2 * half;
+}
+
 }  // namespace moeserve::kernels

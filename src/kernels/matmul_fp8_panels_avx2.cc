@@ -147,14 +147,12 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
   const auto* scales = static_cast<const float*>(w.scales);
   auto rows_of = [&](size_t p) { return w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows; };
   size_t first = 0;  // panels before it are done
-  if (m == 1) {      // decode: the full panels in pairs (j, j + half), two streams at once
-    const size_t half = w.rows / kRows / 2;
-    for (size_t j = 0; j < half; ++j)
-      SmallPair1(xp, codes + j * w.row_stride, scales + j * w.scale_stride,
-                 codes + (j + half) * w.row_stride, scales + (j + half) * w.scale_stride, k, w.col0,
-                 y + j * kRows, y + (j + half) * kRows, accumulate);
-    first = 2 * half;
-  }
+  if (m == 1)        // decode
+    first = ForEachFullFp8PanelPair(w, [&](size_t p, size_t q) {
+      SmallPair1(xp, codes + p * w.row_stride, scales + p * w.scale_stride,
+                 codes + q * w.row_stride, scales + q * w.scale_stride, k, w.col0, y + p * kRows,
+                 y + q * kRows, accumulate);
+    });
   if (m <= 3) {
     for (size_t p = first; p < panels; ++p)
       kSmall[m](xp, codes + p * w.row_stride, scales + p * w.scale_stride, k, w.col0, y + p * kRows,

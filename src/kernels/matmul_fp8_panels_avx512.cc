@@ -116,14 +116,11 @@ void GemvFp8Panels(const float* xr, size_t ld, size_t m, const WeightMatrix& w, 
   const auto* codes = static_cast<const uint8_t*>(w.data);
   const auto* scales = static_cast<const float*>(w.scales);
   size_t first = 0;  // panels before it are done
-  if (m == 1) {      // the full panels in pairs (j, j + half), two streams at once
-    const size_t half = w.rows / kRows / 2;
-    for (size_t j = 0; j < half; ++j)
-      Pair1(xr, codes + j * w.row_stride, scales + j * w.scale_stride,
-            codes + (j + half) * w.row_stride, scales + (j + half) * w.scale_stride, k, w.col0,
-            y + j * kRows, y + (j + half) * kRows, accumulate);
-    first = 2 * half;
-  }
+  if (m == 1)
+    first = ForEachFullFp8PanelPair(w, [&](size_t p, size_t q) {
+      Pair1(xr, codes + p * w.row_stride, scales + p * w.scale_stride, codes + q * w.row_stride,
+            scales + q * w.scale_stride, k, w.col0, y + p * kRows, y + q * kRows, accumulate);
+    });
   for (size_t p = first; p < panels; ++p) {
     const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
     kTiles[m](xr, ld, codes + p * w.row_stride, scales + p * w.scale_stride, k, w.col0,

@@ -168,9 +168,10 @@ TEST_P(Fp8PanelsEveryIsa, MatMulMatchesBlockReference) {
   }
 }
 
-// The AVX-512 FP8 panel GEMV (the amx table's, m < 8) is the AVX2 kernel's register-tile
-// arithmetic lane for lane: the same y bit for bit where the AVX2 kernel uses its tiles (m <= 3;
-// above, it scales each weight before an f32 GEMM), for views off the scale blocks, odd panels.
+// The AVX-512 f32 FP8 panel GEMV (the amx table's for views off its 4- and 32-column steps,
+// m < 8) is the AVX2 kernel's register-tile arithmetic lane for lane: the same y bit for bit where
+// the AVX2 kernel uses its tiles (m <= 3; above, it scales each weight before an f32 GEMM), for
+// views off the scale blocks, odd panels.
 TEST(Fp8Panels, Avx512GemvEqualsAvx2BitForBit) {
   if (MachineIsa() < Isa::kAvx512Bf16)
     GTEST_SKIP() << "avx512bf16 is not available on this machine (it runs " << IsaName(MachineIsa())
