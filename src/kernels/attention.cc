@@ -89,7 +89,7 @@ struct TileScratch {
 
 void RunItem(const KernelContext& ctx, const float* q, size_t ldq, const AttentionSeq& sq,
              const AttentionShape& s, const Item& it, float* out, size_t ldo,
-             ScratchBuffer& scratch) {
+             ScratchBuffer& scratch, ScratchBuffer& tiles) {
   const size_t d = s.head_dim, group = s.num_heads / s.num_kv_heads, bs = s.block_size;
   // Sized for a whole tile whatever this one's rows, so that a thread's scratch does not depend on
   // which items the dynamic schedule gave it.
@@ -117,7 +117,8 @@ void RunItem(const KernelContext& ctx, const float* q, size_t ldq, const Attenti
                       sc.scores,
                       sc.acc,
                       sc.max,
-                      sc.sum};
+                      sc.sum,
+                      &tiles};
   ctx.kernels().attention_tile(a);
 }
 
@@ -140,7 +141,8 @@ void AttentionImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seq
   });
   ctx.pool().ParallelForDynamic(num_items, [&](size_t i, size_t thread) {
     const Item& it = items[i];
-    RunItem(ctx, q, ldq, seqs[it.seq], shape, it, out, ldo, ctx.worker(thread).attention);
+    WorkerScratch& w = ctx.worker(thread);
+    RunItem(ctx, q, ldq, seqs[it.seq], shape, it, out, ldo, w.attention, w.attention_tiles);
   });
 }
 

@@ -14,6 +14,8 @@
 
 namespace moeserve::kernels {
 
+class ScratchBuffer;
+
 // Row-major "y[t, r] (=|+=) Σ_k x[t, k] · w[r, k]" over t < m, r < rows, k < k. y points at column
 // 0 of the row range, w at its first row.
 
@@ -35,6 +37,8 @@ struct AttentionTileArgs {
   // Scratch: k, v [block_size, head_dim]; scores [rows, block_size]; acc [rows, head_dim];
   // max, sum [rows]; rows = (q1 − q0) · group.
   float *k, *v, *scores, *acc, *max, *sum;
+  // The calling thread's scratch for tiles that need more (amx::AttentionTile), or null.
+  ScratchBuffer* tile_scratch = nullptr;
 };
 
 // A row range of a quantized weight as the ISA kernels see it (matmul.cc fills it from a
@@ -197,6 +201,11 @@ void Int8DotChains(size_t iterations, int32_t* sink);  // vpdpbusd: 12 chains ×
 }  // namespace avx512bf16
 
 namespace amx {
+// The attention tile with q·K and P·V on TDPBF16PS at f32 accuracy (attention_amx.cc: each f32
+// operand as three bf16 parts) for items of at least 16 rows (prefill) with head_dim % 32 == 0,
+// ≤ 256 and args.tile_scratch; other items take avx512bf16::AttentionTile. Configures the tiles on
+// entry, releases them on return.
+void AttentionTile(const AttentionTileArgs& args);
 // bf16 panels (bf16_panels.h) on the AMX tile unit (matmul_bf16_panels_amx.cc). x: f32 rows
 // rounded to bf16 and packed by PackX into tiles of kXTileTokens tokens, each [ceil(k / 32)]
 // [kXTileTokens][16] pairs (x[t, 2i] | x[t, 2i + 1] << 16 as bf16 bits; tokens past m and columns

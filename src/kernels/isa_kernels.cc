@@ -393,6 +393,7 @@ constexpr IsaKernels WithTiles(IsaKernels t) {
   t.rows[static_cast<size_t>(WeightKind::kBf16Panel)] = AmxBf16PanelRows;
   t.rows[static_cast<size_t>(WeightKind::kFp8Panel)] = AmxFp8PanelRows;
   t.whole_x_layout[static_cast<size_t>(WeightKind::kBf16Panel)] = kAmxTiles;
+  t.attention_tile = amx::AttentionTile;
   t.bf16_tile = {Probe<float, amx::Bf16TileChains>,
                  16.0 * 16 * 32 * 2 / amx::kBf16TileChainDivisor};
   return t;

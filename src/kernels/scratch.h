@@ -30,18 +30,20 @@ class ScratchBuffer {
 
 // What one pool thread's share of a kernel call uses. During a call only that thread touches it.
 struct WorkerScratch {
-  ScratchBuffer pack;         // a GEMM's packed weight panel (isa_kernels.cc)
-  ScratchBuffer panel;        // decoded weight rows, or a row group's partial result
-  ScratchBuffer xpack;        // x packed by this thread when the call did not pack it
-  ScratchBuffer fp8_scales;   // the FP8-block GEMM's per-panel scales
-  ScratchBuffer x_row;        // one bf16-rounded x row while packing x (matmul.cc)
-  ScratchBuffer attention;    // an attention tile's K, V, scores and accumulators (attention.cc)
+  ScratchBuffer pack;        // a GEMM's packed weight panel (isa_kernels.cc)
+  ScratchBuffer panel;       // decoded weight rows, or a row group's partial result
+  ScratchBuffer xpack;       // x packed by this thread when the call did not pack it
+  ScratchBuffer fp8_scales;  // the FP8-block GEMM's per-panel scales
+  ScratchBuffer x_row;       // one bf16-rounded x row while packing x (matmul.cc)
+  ScratchBuffer attention;   // an attention tile's K, V, scores and accumulators (attention.cc)
+  ScratchBuffer attention_tiles;  // the AMX attention tile's operand tiles (attention_amx.cc)
   ScratchBuffer moe_gate_up;  // MoeExperts' fused run: one expert's gate and up columns (moe.cc)
   ScratchBuffer moe_down;     // MoeExperts: one expert's down projection columns (moe.cc)
 
   size_t bytes() const {
     return pack.capacity() + panel.capacity() + xpack.capacity() + fp8_scales.capacity() +
-           x_row.capacity() + attention.capacity() + moe_gate_up.capacity() + moe_down.capacity();
+           x_row.capacity() + attention.capacity() + attention_tiles.capacity() +
+           moe_gate_up.capacity() + moe_down.capacity();
   }
 };
 

@@ -1,5 +1,5 @@
 // In-register transposes shared by the AVX-512 translation units (include only from TUs built
-// with the AVX-512 flags: the inline definitions must be compiled the same way everywhere).
+// with AVX-512 flags; static inline: every TU gets its own copy, compiled with its own flags).
 #pragma once
 
 #include <immintrin.h>
@@ -8,7 +8,7 @@ namespace moeserve::kernels::avx512bf16 {
 
 // In-register transpose of a 16 × 16 matrix of 32-bit elements (r[i] = row i; on return r[c] =
 // column c): 32-bit interleave, 64-bit interleave, then a 4 × 4 transpose of 128-bit lanes.
-inline void Transpose16x16(__m512i r[16]) {
+static inline void Transpose16x16(__m512i r[16]) {
   __m512i t[16], u[16];
   for (int i = 0; i < 8; ++i) {
     t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);

@@ -206,5 +206,17 @@ TEST_P(AttentionFp8EveryIsa, MatchesReferenceOddShapes) {
   CheckFp8({4, 2, 64, 16, 0x1p-20f / 8}, {1, 20}, {40, 20}, ctx, rng, 0x1p20f);
 }
 
+// Prompts long enough for several 64-key chunks of the AMX tile, as the bf16 test's: full and
+// chunked prefills beside a decode, a partial last row block (FP8 K is always decoded into rows,
+// whatever the block size).
+TEST_P(AttentionFp8EveryIsa, MatchesReferenceLongPrompts) {
+  ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
+  std::mt19937 rng(10);
+  CheckFp8({12, 2, 128, 16, 1 / std::sqrt(128.0f)}, {100, 40, 1}, {100, 130, 70}, ctx, rng);
+  if (HasFatalFailure()) return;
+  CheckFp8({10, 2, 64, 7, 0.125f}, {37, 70}, {37, 135}, ctx, rng);
+}
+
 }  // namespace
 }  // namespace moeserve::kernels

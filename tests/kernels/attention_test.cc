@@ -149,5 +149,24 @@ TEST_P(AttentionEveryIsa, MatchesReferenceOddShapes) {
   if (HasFatalFailure()) return;
 }
 
+// Prompts long enough for several 64-key chunks of the AMX tile (prefill items of 16 queries):
+// full prompts, a chunked prefill whose later chunks skip its first row blocks, a decode beside
+// them; blocks of 16 (K tiles read from the cache, rows past the end masked) and 7 (K gathered);
+// GQA groups that leave the last row block partial; and peaked scores whose running max keeps
+// moving from chunk to chunk (O rescaled between chunks).
+TEST_P(AttentionEveryIsa, MatchesReferenceLongPrompts) {
+  ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
+  std::mt19937 rng(9);
+  for (const size_t block : {16, 7}) {
+    CheckAttention({12, 2, 128, block, 1 / std::sqrt(128.0f)}, {150, 70, 1}, {150, 200, 90}, ctx,
+                   rng);
+    if (HasFatalFailure()) return;
+  }
+  CheckAttention({10, 2, 64, 16, 0.125f}, {37, 100}, {37, 165}, ctx, rng);
+  if (HasFatalFailure()) return;
+  CheckAttention({6, 1, 32, 16, 0.5f}, {140}, {200}, ctx, rng, 6.0f);
+}
+
 }  // namespace
 }  // namespace moeserve::kernels

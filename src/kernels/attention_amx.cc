@@ -1,0 +1,475 @@
+// Attention tile on the AMX tile unit (built with the AMX flags): both products of the online
+// softmax, q·K and P·V, as TDPBF16PS, at f32 accuracy.
+//
+// The tile unit multiplies bf16 values exactly and sums in f32; K and V are bf16 (or e4m3 codes,
+// exact in bf16), but q and the softmax weights P are f32. Each is split into three bf16 parts
+// with hi + mid + lo = x exactly (Split32), and the three products go into the same f32
+// accumulator: the result is the f32 dot product up to summation order, as the AVX-512 tile's
+// (only values below ~2^-110, which the tile unit flushes to zero, are lost). Three times the tile
+// work of a bf16 product, and still several times the f32 FMAs' rate.
+//
+// Everything is computed transposed, so that a row of the work item (query of the tile x q head
+// of the group) is a vector lane and the softmax needs no horizontal sums:
+//   S^T [keys][rows] = K · Q^T   A: 16 K rows x 32 dims, straight from a bf16 cache block (or
+//                                decoded / gathered rows); B: q's parts transposed, once per item
+//   online softmax on S^T        per key a vector of 16 rows: masks, max, e^(s − max) and sums
+//                                are lane-wise; P's parts are packed as key pairs (B tiles)
+//   O^T [dims][rows] += V^T · P^T   A: V transposed per chunk (key pairs interleaved, then a 16 x
+//                                16 dword transpose), shared by all row blocks; C: O^T per block
+// Keys go in chunks of 64 (four 16-key blocks of S^T; two 32-key steps of P·V); each row block's
+// scores are issued to the tile unit before the previous block's softmax runs on the vector units.
+// FP8 caches: codes decoded to exact bf16 rows; a key's scale multiplies its score, a value's its
+// weight in P (the same real products as dequantizing first, each rounded once in f32).
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "kernels/amx_tiles.h"
+#include "kernels/internal.h"
+#include "kernels/scratch.h"
+#include "kernels/simd_math_avx512.h"
+#include "kernels/transpose_avx512.h"
+
+namespace moeserve::kernels::amx {
+namespace {
+
+using avx512bf16::Exp;
+using avx512bf16::Transpose16x16;
+
+constexpr size_t kChunk = 64;      // keys per chunk
+constexpr size_t kKeyBlocks = 4;   // 16-key blocks of S^T per chunk (C tiles 0-3)
+constexpr size_t kKeySteps = 2;    // 32-key steps of P · V per chunk
+constexpr size_t kParts = 3;       // bf16 parts per f32 value
+constexpr size_t kTile = 256;      // uint32 per 1 KiB tile
+constexpr size_t kPrefetchChunks = 1;  // K and V rows this many chunks ahead into L2
+
+// Two vectors of 16 f32 (x0: values 0-15, x1: 16-31) -> three rows of 32 bf16 with
+// hi + mid + lo = x exactly: hi keeps x's top 8 significant bits (truncated), the remainder
+// x − hi is exact in f32 with at most 16, its top 8 are mid, and what is left (at most 8) is lo,
+// exact in bf16. Each part's 32 bf16 are the high halves of its f32s, gathered by one vpermt2w.
+inline void Split32(__m512 x0, __m512 x1, __m512i part[kParts]) {
+  const __m512 top = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(0xffff0000u)));
+  const __m512i high_words = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39,
+                                              37, 35, 33, 31, 29, 27, 25, 23, 21, 19, 17, 15, 13,
+                                              11, 9, 7, 5, 3, 1);
+  const __m512 h0 = _mm512_and_ps(x0, top), h1 = _mm512_and_ps(x1, top);
+  const __m512 r0 = _mm512_sub_ps(x0, h0), r1 = _mm512_sub_ps(x1, h1);
+  const __m512 m0 = _mm512_and_ps(r0, top), m1 = _mm512_and_ps(r1, top);
+  const __m512 l0 = _mm512_sub_ps(r0, m0), l1 = _mm512_sub_ps(r1, m1);
+  part[0] = _mm512_permutex2var_epi16(_mm512_castps_si512(h0), high_words, _mm512_castps_si512(h1));
+  part[1] = _mm512_permutex2var_epi16(_mm512_castps_si512(m0), high_words, _mm512_castps_si512(m1));
+  part[2] = _mm512_permutex2var_epi16(_mm512_castps_si512(l0), high_words, _mm512_castps_si512(l1));
+}
+
+// The same split for two keys' weights of 16 rows (lanes), packed as B tile rows of P^T: dword n
+// of part p holds part p of a[n] (low half) and of b[n] (high half).
+inline void SplitPair(__m512 a, __m512 b, __m512i part[kParts]) {
+  const __m512i top = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  const __m512 ha = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), top));
+  const __m512 hb = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(b), top));
+  const __m512 ra = _mm512_sub_ps(a, ha), rb = _mm512_sub_ps(b, hb);
+  const __m512 ma = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(ra), top));
+  const __m512 mb = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(rb), top));
+  const __m512 la = _mm512_sub_ps(ra, ma), lb = _mm512_sub_ps(rb, mb);
+  // (x >> 16) | (y & top): 0xF8 = A | (B & C) with A = x >> 16, B = y, C = top.
+  auto pack = [&](__m512 x, __m512 y) {
+    return _mm512_ternarylogic_epi32(_mm512_srli_epi32(_mm512_castps_si512(x), 16),
+                                     _mm512_castps_si512(y), top, 0xF8);
+  };
+  part[0] = pack(ha, hb);
+  part[1] = pack(ma, mb);
+  part[2] = pack(la, lb);
+}
+
+// The work item's scratch, carved from one buffer (each part 64-byte aligned). rp: rows rounded
+// up to 16; d: head_dim (a multiple of 32); steps = d / 32; db = d / 16.
+struct Buffers {
+  uint16_t* qa;    // [kParts][rp][d] bf16: q's parts, row-major (input of the transposes)
+  uint32_t* qt;    // [rp / 16][steps][kParts] tiles: B tiles of Q^T
+  uint16_t* krow;  // [kChunk][d] bf16: K rows decoded or gathered (A tiles of K)
+  uint16_t* vrow;  // [kChunk][d] bf16: V rows decoded (FP8)
+  uint32_t* vt;    // [db][kKeySteps] tiles: A tiles of V^T
+  float* st;       // [2][kChunk][16]: S^T of a row block (two, for the pipelining)
+  uint32_t* pt;    // [kKeySteps][kParts] tiles: B tiles of P^T for one row block
+  float* ot;       // [rp / 16][db] tiles: O^T, C tiles
+  float* max;      // [rp]
+  float* sum;      // [rp]
+  int32_t* pos;    // [rp]: each row's query position (−1: padding)
+  float* kscale;   // FP8: [kChunk] per-key scales of K and V
+  float* vscale;
+
+  Buffers(ScratchBuffer& buf, size_t rp, size_t d) {
+    const size_t blocks = rp / 16, steps = d / 32, db = d / 16;
+    const size_t bytes[13] = {kParts * rp * d * 2,
+                              blocks * steps * kParts * kTile * 4,
+                              kChunk * d * 2,
+                              kChunk * d * 2,
+                              db * kKeySteps * kTile * 4,
+                              2 * kChunk * 16 * 4,
+                              kKeySteps * kParts * kTile * 4,
+                              blocks * db * kTile * 4,
+                              rp * 4,
+                              rp * 4,
+                              rp * 4,
+                              kChunk * 4,
+                              kChunk * 4};
+    size_t total = 0;
+    for (size_t b : bytes) total += (b + 63) / 64 * 64;
+    auto* p = static_cast<char*>(buf.Get(total));
+    void* const parts[13] = {&qa, &qt, &krow, &vrow, &vt, &st, &pt,
+                             &ot, &max, &sum, &pos, &kscale, &vscale};
+    for (size_t i = 0; i < 13; ++i) {
+      std::memcpy(parts[i], &p, sizeof(p));
+      p += (bytes[i] + 63) / 64 * 64;
+    }
+  }
+};
+
+// e4m3 codes -> exact bf16 bits (16 at a time): the code's magnitude bits at the top of an f32's
+// exponent and mantissa are value · 2^-120; × 2^120 gives the value, whose ≤ 4 significant bits
+// make the bf16 its top half.
+void DecodeFp8Row(const uint8_t* codes, size_t d, uint16_t* out) {
+  const __m512 up = _mm512_set1_ps(0x1p120f);
+  for (size_t j = 0; j < d; j += 16) {
+    const __m512i c =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j)));
+    const __m512i bits =
+        _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x7f)), 20),
+                        _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24));
+    const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(bits), up);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j),
+                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
+  }
+}
+
+// V^T A tiles: tile (db, ks) row n = dim n of the 16-dim block, dword i = keys 32 ks + 2i and
+// + 2i + 1 (low, high). Key pairs are interleaved by unpacklo / unpackhi, which work within 128-bit
+// lanes: a 32-dim step's pair dwords come out as dims {0-3, 8-11, 16-19, 24-27} (db even) and
+// {4-7, 12-15, 20-23, 28-31} (db odd), so O^T's rows are in that order (StoreBlock undoes it).
+// Then one 16 x 16 dword transpose per tile. Keys ≥ nk are zero (their P is zero too, but garbage
+// bits could be NaN).
+void BuildValueTiles(const uint16_t* const rows[kChunk], size_t nk, size_t d, uint32_t* vt) {
+  const size_t n_ks = (nk + 31) / 32;
+  for (size_t ks = 0; ks < n_ks; ++ks)
+    for (size_t j = 0; j < d; j += 32) {
+      __m512i lo[16], hi[16];
+      for (size_t i = 0; i < 16; ++i) {
+        const size_t k = ks * 32 + 2 * i;
+        const __m512i a = k < nk ? _mm512_loadu_si512(rows[k] + j) : _mm512_setzero_si512();
+        const __m512i b = k + 1 < nk ? _mm512_loadu_si512(rows[k + 1] + j) : _mm512_setzero_si512();
+        lo[i] = _mm512_unpacklo_epi16(a, b);
+        hi[i] = _mm512_unpackhi_epi16(a, b);
+      }
+      Transpose16x16(lo);
+      Transpose16x16(hi);
+      uint32_t* t_lo = vt + ((j / 16) * kKeySteps + ks) * kTile;
+      uint32_t* t_hi = vt + ((j / 16 + 1) * kKeySteps + ks) * kTile;
+      for (int n = 0; n < 16; ++n) {
+        _mm512_store_si512(t_lo + n * 16, lo[n]);
+        _mm512_store_si512(t_hi + n * 16, hi[n]);
+      }
+    }
+}
+
+// One row block's output: O^T tiles [16 dims][16 rows] transposed back to rows, scaled by 1 / sum
+// and written with the dims in order (the inverse of BuildValueTiles' order).
+void StoreBlock(const AttentionTileArgs& a, const float* ot, const float* sum, size_t r0,
+                size_t nr) {
+  const size_t d = a.head_dim, group = a.group;
+  for (size_t j = 0; j < d; j += 32) {
+    __m512i lo[16], hi[16];
+    for (int n = 0; n < 16; ++n) {
+      lo[n] = _mm512_load_si512(ot + (j / 16) * kTile + n * 16);
+      hi[n] = _mm512_load_si512(ot + (j / 16 + 1) * kTile + n * 16);
+    }
+    Transpose16x16(lo);
+    Transpose16x16(hi);
+    for (size_t r = 0; r < nr; ++r) {
+      const size_t i = a.q0 + (r0 + r) / group, h = a.kv_head * group + (r0 + r) % group;
+      float* out = a.out + i * a.ldo + h * d + j;
+      const __m512 inv = _mm512_set1_ps(1.0f / sum[r]);
+      // Lanes of 4 floats: lo holds dims (0-3 8-11 16-19 24-27), hi (4-7 12-15 20-23 28-31).
+      const __m512 l = _mm512_castsi512_ps(lo[r]), h4 = _mm512_castsi512_ps(hi[r]);
+      const __m512 x = _mm512_shuffle_f32x4(l, h4, _MM_SHUFFLE(1, 0, 1, 0));  // l0 l1 h0 h1
+      const __m512 y = _mm512_shuffle_f32x4(l, h4, _MM_SHUFFLE(3, 2, 3, 2));  // l2 l3 h2 h3
+      _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(3, 1, 2, 0)), inv));
+      _mm512_storeu_ps(out + 16,
+                       _mm512_mul_ps(_mm512_shuffle_f32x4(y, y, _MM_SHUFFLE(3, 1, 2, 0)), inv));
+    }
+  }
+}
+
+// Walks cache positions in order without a division per key: the block and the row in it.
+struct PositionCursor {
+  size_t block, row;
+  PositionCursor(size_t pos, size_t bs) : block(pos / bs), row(pos % bs) {}
+  void Next(size_t bs) {
+    if (++row == bs) row = 0, ++block;
+  }
+};
+
+void PrefetchRows(const AttentionTileArgs& a, size_t from, size_t to) {
+  const size_t d = a.head_dim, bs = a.block_size;
+  const size_t row_bytes = a.k_blocks8 ? d : 2 * d;
+  PositionCursor at(from, bs);
+  for (size_t pos = from; pos < to; ++pos, at.Next(bs)) {
+    const size_t row = at.row * a.num_kv_heads + a.kv_head;
+    const char* kr = a.k_blocks8 ? reinterpret_cast<const char*>(a.k_blocks8[at.block] + row * d)
+                                 : reinterpret_cast<const char*>(a.k_blocks[at.block] + row * d);
+    const char* vr = a.k_blocks8 ? reinterpret_cast<const char*>(a.v_blocks8[at.block] + row * d)
+                                 : reinterpret_cast<const char*>(a.v_blocks[at.block] + row * d);
+    for (size_t off = 0; off < row_bytes; off += 64) {
+      _mm_prefetch(kr + off, _MM_HINT_T1);
+      _mm_prefetch(vr + off, _MM_HINT_T1);
+    }
+  }
+}
+
+// Work items the tiles take: whole 32-dim steps, the scratch's bound (as the AVX-512 tile), and at
+// least one full 16-row block. A decode item (one query: rows = the group, 6 for MiniMax-M2) would
+// leave most of every tile empty, and the AVX-512 tile streams its keys as fast or faster
+// (bench_attention, decode 8 x 4096 on 2 threads: bf16 10.9-11.5 ms against 11.5-13.1, FP8
+// 13.0-15.5 against 9.3-11.0: an FP8 key is decoded to bf16 rows here).
+bool TilesFit(const AttentionTileArgs& a) {
+  return a.head_dim % 32 == 0 && a.head_dim <= 256 && (a.q1 - a.q0) * a.group >= 16 &&
+         a.tile_scratch != nullptr;
+}
+
+// One 16-key block's S^T: C tile kKb += K block (A, tmm7) · Q^T parts (B, tmm4-6), over d's steps.
+template <int kKb>
+inline void ScoreStep(const uint16_t* k_tile, size_t k_stride) {
+  MOESERVE_TILE_LOAD(7, k_tile, k_stride);
+  // Smallest part first: the two small products are summed before the large one.
+  if constexpr (kKb == 0) {
+    MOESERVE_TILE_DP(0, 7, 6);
+    MOESERVE_TILE_DP(0, 7, 5);
+    MOESERVE_TILE_DP(0, 7, 4);
+  } else if constexpr (kKb == 1) {
+    MOESERVE_TILE_DP(1, 7, 6);
+    MOESERVE_TILE_DP(1, 7, 5);
+    MOESERVE_TILE_DP(1, 7, 4);
+  } else if constexpr (kKb == 2) {
+    MOESERVE_TILE_DP(2, 7, 6);
+    MOESERVE_TILE_DP(2, 7, 5);
+    MOESERVE_TILE_DP(2, 7, 4);
+  } else {
+    MOESERVE_TILE_DP(3, 7, 6);
+    MOESERVE_TILE_DP(3, 7, 5);
+    MOESERVE_TILE_DP(3, 7, 4);
+  }
+}
+
+}  // namespace
+
+void AttentionTile(const AttentionTileArgs& a) {
+  if (!TilesFit(a)) return avx512bf16::AttentionTile(a);
+  const size_t d = a.head_dim, bs = a.block_size, group = a.group, steps = d / 32, dbs = d / 16;
+  const size_t rows = (a.q1 - a.q0) * group, blocks = (rows + 15) / 16, rp = blocks * 16;
+  const size_t kv_end = a.first_pos + a.q1;
+  const bool fp8 = a.k_blocks8 != nullptr;
+  // A bf16 cache block holds whole 16-key blocks of a chunk when bs % 16 == 0: K tiles are then
+  // loaded from the cache itself (rows num_kv_heads · d apart).
+  const bool direct_k = !fp8 && bs % 16 == 0;
+  const size_t kv_stride = a.num_kv_heads * d;
+  Buffers b(*a.tile_scratch, rp, d);
+
+  // q's parts, row-major, then transposed into B tiles: tile (rb, step, part) row i, lane n =
+  // dims 2i, 2i + 1 of the step in row n's part.
+  for (size_t r = 0; r < rp; ++r) {
+    if (r >= rows) {
+      for (size_t p = 0; p < kParts; ++p) std::memset(b.qa + (p * rp + r) * d, 0, d * 2);
+      b.pos[r] = -1;
+      b.max[r] = -INFINITY;
+      b.sum[r] = 1.0f;
+      continue;
+    }
+    const size_t i = a.q0 + r / group, h = a.kv_head * group + r % group;
+    const float* q = a.q + i * a.ldq + h * d;
+    for (size_t j = 0; j < d; j += 32) {
+      __m512i part[kParts];
+      Split32(_mm512_loadu_ps(q + j), _mm512_loadu_ps(q + j + 16), part);
+      for (size_t p = 0; p < kParts; ++p) _mm512_store_si512(b.qa + (p * rp + r) * d + j, part[p]);
+    }
+    b.pos[r] = static_cast<int32_t>(a.first_pos + i);
+    b.max[r] = -INFINITY;
+    b.sum[r] = 0.0f;
+  }
+  for (size_t rb = 0; rb < blocks; ++rb)
+    for (size_t st = 0; st < steps; ++st)
+      for (size_t p = 0; p < kParts; ++p) {
+        __m512i t[16];
+        for (size_t n = 0; n < 16; ++n)
+          t[n] = _mm512_load_si512(b.qa + (p * rp + rb * 16 + n) * d + st * 32);
+        Transpose16x16(t);
+        uint32_t* tile = b.qt + ((rb * steps + st) * kParts + p) * kTile;
+        for (int i = 0; i < 16; ++i) _mm512_store_si512(tile + i * 16, t[i]);
+      }
+
+  const uint16_t* krows[kChunk];
+  const uint16_t* vrows[kChunk];
+  const uint16_t* k_tiles[kKeyBlocks];  // first row of each 16-key block's A tiles
+  size_t k_stride = d;                  // elements between their rows
+  size_t n_kb = 0;                      // 16-key blocks holding keys < nk
+
+  // S^T [64 keys][16 rows] of row block rb into s.
+  auto scores = [&](size_t rb, float* s) {
+    MOESERVE_TILE_ZERO(0);
+    MOESERVE_TILE_ZERO(1);
+    MOESERVE_TILE_ZERO(2);
+    MOESERVE_TILE_ZERO(3);
+    for (size_t st = 0; st < steps; ++st) {
+      const uint32_t* q = b.qt + (rb * steps + st) * kParts * kTile;
+      MOESERVE_TILE_LOAD(4, q, 64);
+      MOESERVE_TILE_LOAD(5, q + kTile, 64);
+      MOESERVE_TILE_LOAD(6, q + 2 * kTile, 64);
+      const size_t off = st * 32, stride = k_stride * 2;
+      ScoreStep<0>(k_tiles[0] + off, stride);
+      if (n_kb > 1) ScoreStep<1>(k_tiles[1] + off, stride);
+      if (n_kb > 2) ScoreStep<2>(k_tiles[2] + off, stride);
+      if (n_kb > 3) ScoreStep<3>(k_tiles[3] + off, stride);
+    }
+    MOESERVE_TILE_STORE(0, s, 64);
+    if (n_kb > 1) MOESERVE_TILE_STORE(1, s + 256, 64);
+    if (n_kb > 2) MOESERVE_TILE_STORE(2, s + 512, 64);
+    if (n_kb > 3) MOESERVE_TILE_STORE(3, s + 768, 64);
+  };
+
+  ConfigureTiles();
+  for (size_t c0 = 0; c0 < kv_end; c0 += kChunk) {
+    const size_t nk = kv_end - c0 < kChunk ? kv_end - c0 : kChunk;
+    const size_t n_ks = (nk + 31) / 32;
+    n_kb = (nk + 15) / 16;
+    const size_t pf0 = c0 + kPrefetchChunks * kChunk;
+    if (pf0 < kv_end) PrefetchRows(a, pf0, pf0 + kChunk < kv_end ? pf0 + kChunk : kv_end);
+
+    // K and V rows of the chunk (FP8: decoded, with their scales).
+    PositionCursor at(c0, bs);
+    for (size_t k = 0; k < nk; ++k, at.Next(bs)) {
+      const size_t row = at.row * a.num_kv_heads + a.kv_head;
+      if (fp8) {
+        const uint8_t* kb = a.k_blocks8[at.block];
+        const uint8_t* vb = a.v_blocks8[at.block];
+        DecodeFp8Row(kb + row * d, d, b.krow + k * d);
+        DecodeFp8Row(vb + row * d, d, b.vrow + k * d);
+        b.kscale[k] = reinterpret_cast<const float*>(kb + a.scale_offset)[row];
+        b.vscale[k] = reinterpret_cast<const float*>(vb + a.scale_offset)[row];
+        vrows[k] = b.vrow + k * d;
+      } else {
+        krows[k] = reinterpret_cast<const uint16_t*>(a.k_blocks[at.block] + row * d);
+        vrows[k] = reinterpret_cast<const uint16_t*>(a.v_blocks[at.block] + row * d);
+      }
+    }
+    if (direct_k) {
+      // Keys past nk in the last block are the cache's own rows (allocated; masked below).
+      for (size_t kb = 0; kb < n_kb; ++kb) k_tiles[kb] = krows[kb * 16];
+      k_stride = kv_stride;
+    } else {
+      if (!fp8)
+        for (size_t k = 0; k < nk; ++k) std::memcpy(b.krow + k * d, krows[k], d * 2);
+      // Rows past nk within the last 16-key block: zero (they are masked, but stay finite).
+      std::memset(b.krow + nk * d, 0, (n_kb * 16 - nk) * d * 2);
+      for (size_t kb = 0; kb < n_kb; ++kb) k_tiles[kb] = b.krow + kb * 16 * d;
+      k_stride = d;
+    }
+    BuildValueTiles(vrows, nk, d, b.vt);
+
+    // Rows are ordered by query: those that see a key of this chunk are a suffix.
+    const size_t i_first = c0 > a.first_pos + a.q0 ? c0 - a.first_pos : a.q0;
+    const size_t rb_first = (i_first - a.q0) * group / 16;
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    scores(rb_first, b.st + (rb_first % 2) * kChunk * 16);
+    for (size_t rb = rb_first; rb < blocks; ++rb) {
+      if (rb + 1 < blocks) scores(rb + 1, b.st + ((rb + 1) % 2) * kChunk * 16);
+      const float* s = b.st + (rb % 2) * kChunk * 16;
+      const __m512i pos = _mm512_load_si512(b.pos + rb * 16);
+      const __m512 old_max = _mm512_load_ps(b.max + rb * 16);
+      // Scores scaled and masked in place (keys past a row's position or past nk: −inf).
+      float* x = b.st + (rb % 2) * kChunk * 16;
+      __m512 mx = ninf;
+      for (size_t k = 0; k < nk; ++k) {
+        const __mmask16 visible =
+            _mm512_cmpge_epi32_mask(pos, _mm512_set1_epi32(static_cast<int>(c0 + k)));
+        const float f = fp8 ? a.scale * b.kscale[k] : a.scale;
+        const __m512 v = _mm512_mask_mul_ps(ninf, visible, _mm512_load_ps(s + k * 16),
+                                            _mm512_set1_ps(f));
+        _mm512_store_ps(x + k * 16, v);
+        mx = _mm512_max_ps(mx, v);
+      }
+      const __m512 new_max = _mm512_max_ps(old_max, mx);
+      _mm512_store_ps(b.max + rb * 16, new_max);
+      // Lanes whose max moved (and had one): O and the sum scaled by e^(old − new).
+      const __mmask16 moved = _mm512_cmp_ps_mask(old_max, new_max, _CMP_LT_OQ) &
+                              _mm512_cmp_ps_mask(old_max, ninf, _CMP_NEQ_OQ);
+      __m512 corr = _mm512_set1_ps(1.0f);
+      if (moved) {
+        corr = _mm512_mask_mov_ps(corr, moved, Exp(_mm512_sub_ps(old_max, new_max)));
+        if (c0 > 0) {
+          float* o = b.ot + rb * dbs * kTile;
+          for (size_t n = 0; n < d; ++n)
+            _mm512_store_ps(o + n * 16, _mm512_mul_ps(_mm512_load_ps(o + n * 16), corr));
+        }
+      }
+      // P = e^(s − max) (zero where masked, and on lanes that have no key yet), summed, split
+      // into P^T's B tiles a key pair at a time.
+      const __mmask16 live = _mm512_cmp_ps_mask(new_max, ninf, _CMP_NEQ_OQ);
+      __m512 psum = _mm512_setzero_ps();
+      for (size_t k = 0; k < n_ks * 32; k += 2) {
+        __m512 p[2];
+        for (size_t e = 0; e < 2; ++e) {
+          if (k + e >= nk) {
+            p[e] = _mm512_setzero_ps();
+            continue;
+          }
+          p[e] = _mm512_maskz_mov_ps(live,
+                                     Exp(_mm512_sub_ps(_mm512_load_ps(x + (k + e) * 16), new_max)));
+          psum = _mm512_add_ps(psum, p[e]);
+          if (fp8) p[e] = _mm512_mul_ps(p[e], _mm512_set1_ps(b.vscale[k + e]));
+        }
+        __m512i part[kParts];
+        SplitPair(p[0], p[1], part);
+        uint32_t* t = b.pt + (k / 32) * kParts * kTile + (k % 32) / 2 * 16;
+        for (size_t q = 0; q < kParts; ++q) _mm512_store_si512(t + q * kTile, part[q]);
+      }
+      const __m512 sum = _mm512_load_ps(b.sum + rb * 16);
+      _mm512_store_ps(b.sum + rb * 16, _mm512_fmadd_ps(sum, corr, psum));
+
+      // O^T += V^T · P^T (from zero tiles in the first chunk).
+      MOESERVE_TILE_LOAD(2, b.pt, 64);
+      MOESERVE_TILE_LOAD(3, b.pt + kTile, 64);
+      MOESERVE_TILE_LOAD(4, b.pt + 2 * kTile, 64);
+      if (n_ks > 1) {
+        MOESERVE_TILE_LOAD(5, b.pt + 3 * kTile, 64);
+        MOESERVE_TILE_LOAD(6, b.pt + 4 * kTile, 64);
+        MOESERVE_TILE_LOAD(7, b.pt + 5 * kTile, 64);
+      }
+      for (size_t db = 0; db < dbs; ++db) {
+        float* o = b.ot + (rb * dbs + db) * kTile;
+        const uint32_t* v = b.vt + db * kKeySteps * kTile;
+        if (c0 == 0) {
+          MOESERVE_TILE_ZERO(0);
+        } else {
+          MOESERVE_TILE_LOAD(0, o, 64);
+        }
+        MOESERVE_TILE_LOAD(1, v, 64);
+        MOESERVE_TILE_DP(0, 1, 4);
+        MOESERVE_TILE_DP(0, 1, 3);
+        MOESERVE_TILE_DP(0, 1, 2);
+        if (n_ks > 1) {
+          MOESERVE_TILE_LOAD(1, v + kTile, 64);
+          MOESERVE_TILE_DP(0, 1, 7);
+          MOESERVE_TILE_DP(0, 1, 6);
+          MOESERVE_TILE_DP(0, 1, 5);
+        }
+        MOESERVE_TILE_STORE(0, o, 64);
+      }
+    }
+  }
+  _tile_release();
+
+  for (size_t rb = 0; rb < blocks; ++rb)
+    StoreBlock(a, b.ot + rb * dbs * kTile, b.sum + rb * 16, rb * 16,
+               rows - rb * 16 < 16 ? rows - rb * 16 : 16);
+}
+
+}  // namespace moeserve::kernels::amx
