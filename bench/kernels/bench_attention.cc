@@ -2,7 +2,8 @@
 // head_dim 128, block 16), bf16 and FP8 KV caches, beside this machine's measured roofline.
 //   decode:  8 seqs x 4096 cached tokens, and 1 seq x 32768 (K+V far beyond the LLC): GB/s of
 //            K+V read against the read roofline, and GFLOP/s against the f32 FMA peak;
-//   prefill: one 512-token prompt (causal, no context): GFLOP/s against the f32 FMA peak.
+//   prefill: one 512-token prompt (causal, no context): GFLOP/s against the f32 FMA peak, and on
+//            amx against the tile unit's (its kernel: three bf16 products per f32 one).
 // FLOPs count 4 · head_dim per (q head, visible key): q·k and p·v, one multiply-add each.
 // Median (and best) of the runs.
 //   bench_attention [--runs N] [--threads N] [--quick]   (--quick: bf16 only, no 32k decode)
@@ -126,6 +127,11 @@ void Run(const char* name, const AttentionShape& s, size_t seqs, size_t q_len, s
                 100 * gbps / roof.read_gbps, best, cache.Bytes() / 1e6);
   } else {
     std::printf("  (best %.1f GFLOP/s)", best_gflops);
+    // On amx prefill runs on the tile unit, each f32 product as three bf16 ones
+    // (attention_amx.cc): its roofline is a third of the TDPBF16PS peak.
+    if (roof.bf16_tile_gflops > 0)
+      std::printf("  = %3.0f%% of the tile peak / 3 (%.0f GFLOP/s)",
+                  100 * gflops / (roof.bf16_tile_gflops / 3), roof.bf16_tile_gflops / 3);
   }
   std::printf("\n");
 }

@@ -37,11 +37,11 @@ namespace {
 using avx512bf16::Exp;
 using avx512bf16::Transpose16x16;
 
-constexpr size_t kChunk = 64;      // keys per chunk
-constexpr size_t kKeyBlocks = 4;   // 16-key blocks of S^T per chunk (C tiles 0-3)
-constexpr size_t kKeySteps = 2;    // 32-key steps of P · V per chunk
-constexpr size_t kParts = 3;       // bf16 parts per f32 value
-constexpr size_t kTile = 256;      // uint32 per 1 KiB tile
+constexpr size_t kChunk = 64;          // keys per chunk
+constexpr size_t kKeyBlocks = 4;       // 16-key blocks of S^T per chunk (C tiles 0-3)
+constexpr size_t kKeySteps = 2;        // 32-key steps of P · V per chunk
+constexpr size_t kParts = 3;           // bf16 parts per f32 value
+constexpr size_t kTile = 256;          // uint32 per 1 KiB tile
 constexpr size_t kPrefetchChunks = 1;  // K and V rows this many chunks ahead into L2
 
 // Two vectors of 16 f32 (x0: values 0-15, x1: 16-31) -> three rows of 32 bf16 with
@@ -50,9 +50,9 @@ constexpr size_t kPrefetchChunks = 1;  // K and V rows this many chunks ahead in
 // exact in bf16. Each part's 32 bf16 are the high halves of its f32s, gathered by one vpermt2w.
 inline void Split32(__m512 x0, __m512 x1, __m512i part[kParts]) {
   const __m512 top = _mm512_castsi512_ps(_mm512_set1_epi32(static_cast<int>(0xffff0000u)));
-  const __m512i high_words = _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39,
-                                              37, 35, 33, 31, 29, 27, 25, 23, 21, 19, 17, 15, 13,
-                                              11, 9, 7, 5, 3, 1);
+  const __m512i high_words =
+      _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
+                       25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
   const __m512 h0 = _mm512_and_ps(x0, top), h1 = _mm512_and_ps(x1, top);
   const __m512 r0 = _mm512_sub_ps(x0, h0), r1 = _mm512_sub_ps(x1, h1);
   const __m512 m0 = _mm512_and_ps(r0, top), m1 = _mm512_and_ps(r1, top);
@@ -117,8 +117,8 @@ struct Buffers {
     size_t total = 0;
     for (size_t b : bytes) total += (b + 63) / 64 * 64;
     auto* p = static_cast<char*>(buf.Get(total));
-    void* const parts[13] = {&qa, &qt, &krow, &vrow, &vt, &st, &pt,
-                             &ot, &max, &sum, &pos, &kscale, &vscale};
+    void* const parts[13] = {&qa, &qt,  &krow, &vrow, &vt,     &st,    &pt,
+                             &ot, &max, &sum,  &pos,  &kscale, &vscale};
     for (size_t i = 0; i < 13; ++i) {
       std::memcpy(parts[i], &p, sizeof(p));
       p += (bytes[i] + 63) / 64 * 64;
@@ -193,7 +193,8 @@ void StoreBlock(const AttentionTileArgs& a, const float* ot, const float* sum, s
       const __m512 l = _mm512_castsi512_ps(lo[r]), h4 = _mm512_castsi512_ps(hi[r]);
       const __m512 x = _mm512_shuffle_f32x4(l, h4, _MM_SHUFFLE(1, 0, 1, 0));  // l0 l1 h0 h1
       const __m512 y = _mm512_shuffle_f32x4(l, h4, _MM_SHUFFLE(3, 2, 3, 2));  // l2 l3 h2 h3
-      _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(3, 1, 2, 0)), inv));
+      _mm512_storeu_ps(out,
+                       _mm512_mul_ps(_mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(3, 1, 2, 0)), inv));
       _mm512_storeu_ps(out + 16,
                        _mm512_mul_ps(_mm512_shuffle_f32x4(y, y, _MM_SHUFFLE(3, 1, 2, 0)), inv));
     }
@@ -391,8 +392,8 @@ void AttentionTile(const AttentionTileArgs& a) {
         const __mmask16 visible =
             _mm512_cmpge_epi32_mask(pos, _mm512_set1_epi32(static_cast<int>(c0 + k)));
         const float f = fp8 ? a.scale * b.kscale[k] : a.scale;
-        const __m512 v = _mm512_mask_mul_ps(ninf, visible, _mm512_load_ps(s + k * 16),
-                                            _mm512_set1_ps(f));
+        const __m512 v =
+            _mm512_mask_mul_ps(ninf, visible, _mm512_load_ps(s + k * 16), _mm512_set1_ps(f));
         _mm512_store_ps(x + k * 16, v);
         mx = _mm512_max_ps(mx, v);
       }

@@ -18,8 +18,8 @@ struct Roofline {
   // vpmaddubsw + vpaddw), all threads, 2 ops per multiply-add.
   double int8_dot_gops = 0;
   // Peak of the AMX tile unit's bf16 product (TDPBF16PS), all threads; 0 where the ISA has none.
-  // The bf16 panel GEMMs run on it; everything else bf16 (attention, the FP8 GEMMs) on the dot
-  // instruction of bf16_fma_gflops.
+  // The bf16 and FP8 GEMMs run on it, and prefill attention (at three bf16 products per f32 one:
+  // attention_amx.cc); the GEMVs on the dot instruction of bf16_fma_gflops.
   double bf16_tile_gflops = 0;
 };
 
