@@ -13,22 +13,10 @@
 
 namespace moeserve::kernels::avx512bf16 {
 
-// vpermw indices: output word 2r / 2r + 1 = row r of the first / second column of the pair.
-// Memory slot s of a column holds row {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 12, 13, 14, 15}[s].
-inline __m512i PairIndex() {
-  alignas(64) static constexpr int16_t kIndex[32] = {0,  16, 1,  17, 2,  18, 3,  19, 8,  24, 9,
-                                                     25, 10, 26, 11, 27, 4,  20, 5,  21, 6,  22,
-                                                     7,  23, 12, 28, 13, 29, 14, 30, 15, 31};
-  return _mm512_load_si512(kIndex);
-}
-
-// Columns 2i, 2i + 1 of a panel as 16 row pairs, rows in order (lane r: W[r, 2i] | W[r, 2i + 1]
-// << 16). `last_single`: column 2i is the panel's last (odd k), so only its 32 bytes are read and
-// the second column is zero.
-inline __m512i LoadPairs(const bf16* panel, size_t i, __m512i index, bool last_single = false) {
-  const bf16* p = panel + 2 * i * kBf16PanelRows;
-  const __m512i v = last_single ? _mm512_maskz_loadu_epi16(0xffff, p) : _mm512_loadu_si512(p);
-  return _mm512_permutexvar_epi16(index, v);
+// Columns 2i, 2i + 1 of a panel as 16 row pairs (lane r: W[r, 2i] | W[r, 2i + 1] << 16): the
+// panel's own 64 bytes (a column past k is zero there).
+inline __m512i LoadPairs(const bf16* panel, size_t i) {
+  return _mm512_loadu_si512(panel + 2 * i * kBf16PanelRows);
 }
 
 // The top halves of 16 f32 rounded to bf16 exactly as F32ToBf16 (round to nearest even; NaNs keep

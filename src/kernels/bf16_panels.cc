@@ -7,15 +7,15 @@
 namespace moeserve::kernels {
 namespace {
 
-// Memory lane of row r (r < 16) within a panel column: see the header.
-constexpr size_t LaneOfRow(size_t r) {
-  return (r & 3) | ((r & 4) << 1) | ((r & 8) >> 1);
+// Index of W[16p + r, c] within panel p: see the header.
+constexpr size_t InPanel(size_t r, size_t c) {
+  return (c / 2) * 2 * kBf16PanelRows + r * 2 + c % 2;
 }
 
 }  // namespace
 
 size_t Bf16PanelElems(size_t rows, size_t cols) {
-  return (rows + kBf16PanelRows - 1) / kBf16PanelRows * kBf16PanelRows * cols;
+  return (rows + kBf16PanelRows - 1) / kBf16PanelRows * kBf16PanelRows * Bf16PanelCols(cols);
 }
 
 WeightMatrix RepackBf16Panels(const WeightMatrix& w, bf16* out) {
@@ -25,22 +25,19 @@ WeightMatrix RepackBf16Panels(const WeightMatrix& w, bf16* out) {
                  w.cols);
   const auto* src = static_cast<const bf16*>(w.data);
   const size_t panels = (w.rows + kBf16PanelRows - 1) / kBf16PanelRows;
+  const size_t stride = Bf16PanelCols(w.cols) * kBf16PanelRows;
   for (size_t p = 0; p < panels; ++p) {
-    bf16* panel = out + p * w.cols * kBf16PanelRows;
-    for (size_t r = 0; r < kBf16PanelRows; ++r) {
-      const size_t row = p * kBf16PanelRows + r, lane = LaneOfRow(r);
-      if (row >= w.rows) {
-        for (size_t c = 0; c < w.cols; ++c) panel[c * kBf16PanelRows + lane] = bf16{0};
-        continue;
-      }
-      const bf16* in = src + row * w.row_stride;
-      for (size_t c = 0; c < w.cols; ++c) panel[c * kBf16PanelRows + lane] = in[c];
+    bf16* panel = out + p * stride;
+    std::fill(panel, panel + stride, bf16{0});
+    for (size_t r = 0; r < kBf16PanelRows && p * kBf16PanelRows + r < w.rows; ++r) {
+      const bf16* in = src + (p * kBf16PanelRows + r) * w.row_stride;
+      for (size_t c = 0; c < w.cols; ++c) panel[InPanel(r, c)] = in[c];
     }
   }
   WeightMatrix v = w;
   v.format = WeightFormat::kBf16Panel;
   v.data = out;
-  v.row_stride = w.cols * kBf16PanelRows;
+  v.row_stride = stride;
   v.row0 = v.col0 = 0;
   return v;
 }
@@ -56,7 +53,7 @@ WeightMatrix Bf16PanelRows(const WeightMatrix& w, size_t n0, size_t n) {
 
 bf16 Bf16PanelElement(const WeightMatrix& w, size_t r, size_t c) {
   const auto* panel = static_cast<const bf16*>(w.data) + r / kBf16PanelRows * w.row_stride;
-  return panel[c * kBf16PanelRows + LaneOfRow(r % kBf16PanelRows)];
+  return panel[InPanel(r % kBf16PanelRows, c)];
 }
 
 }  // namespace moeserve::kernels

@@ -210,17 +210,18 @@ void AttentionTile(const AttentionTileArgs& args);
 // rounded to bf16 and packed by PackX into tiles of kXTileTokens tokens, each [ceil(k / 32)]
 // [kXTileTokens][16] pairs (x[t, 2i] | x[t, 2i + 1] << 16 as bf16 bits; tokens past m and columns
 // past k zero), XTileElems(m, k) uint32. y[t, r] (= or +=) for t < m, r < w.rows; any m (meant
-// for m >= kGemmMinM). wb: scratch of WTileElems(k) uint32, 64-byte aligned. Configures the
-// tiles on entry and releases them on return.
+// for m >= kGemmMinM); the B tiles are the panels' own column pairs. Configures the tiles on
+// entry and releases them on return.
 inline constexpr size_t kXTileTokens = 16;
 size_t XTileElems(size_t m, size_t k);
+// Scratch (uint32) for two panels' B tiles of k columns (the FP8 tile kernels decode into it).
 size_t WTileElems(size_t k);
 void PackX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* xt);
 // One tile: rows[t] token t's k values (rounded here exactly as F32ToBf16), or null for a padding
 // slot (zeros). Tiles pack independently, so threads can split them.
 void PackXTile(const float* const rows[kXTileTokens], size_t k, uint32_t* tile);
 void MatMulBf16Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float* y, size_t ldy,
-                      bool accumulate, uint32_t* wb);
+                      bool accumulate);
 // Roofline probe (calling thread): iterations / kBf16TileChainDivisor rounds of 12 TDPBF16PS
 // (16 · 16 · 32 multiply-adds each) on six accumulators: 12 chains × 1024 flop per iteration.
 inline constexpr size_t kBf16TileChainDivisor = 16;

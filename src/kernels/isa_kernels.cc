@@ -244,10 +244,9 @@ void AmxBf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size
     amx::PackX(x.f32, x.ld, x.m, w.cols, own);
     xt = own;
   }
-  uint32_t* wb = s.pack.As<uint32_t>(amx::WTileElems(w.cols));
   RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                      [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
-                       amx::MatMulBf16Panels(xt, x.m, Bf16PanelRows(w, g0, n), yg, ldyg, acc, wb);
+                       amx::MatMulBf16Panels(xt, x.m, Bf16PanelRows(w, g0, n), yg, ldyg, acc);
                      });
 }
 

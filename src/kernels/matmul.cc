@@ -57,8 +57,8 @@ void CheckWeight(const WeightMatrix& w) {
       return;
     case WeightFormat::kBf16Panel:
       MOESERVE_CHECK(w.dtype == DType::kBF16, "bf16 panel weight with dtype ", DTypeName(w.dtype));
-      MOESERVE_CHECK(w.row_stride >= w.cols * kBf16PanelRows, "bf16 panel stride ", w.row_stride,
-                     " too small for ", w.cols, " columns");
+      MOESERVE_CHECK(w.row_stride >= Bf16PanelCols(w.cols) * kBf16PanelRows, "bf16 panel stride ",
+                     w.row_stride, " too small for ", w.cols, " columns");
       return;
     case WeightFormat::kMxfp4:
       MOESERVE_CHECK(w.dtype == DType::kU8, "MXFP4 weight with dtype ", DTypeName(w.dtype));

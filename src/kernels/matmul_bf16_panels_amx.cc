@@ -9,8 +9,7 @@
 //   A = 16 tokens × 32 columns of x as bf16 (a token's 32 values in one 64-byte tile row), packed
 //       once per call into A tiles (PackXTile: per 16 tokens, [k / 32][16 tokens][32]);
 //   B = 16 column pairs × 16 weight rows, row i holding (W[n, 2i], W[n, 2i + 1]) for the 16 rows n:
-//       exactly what LoadPairs makes of a panel's column pair, so a panel becomes B tiles with one
-//       vpermw per 64 bytes (into L2 scratch, once per panel pair and token block);
+//       exactly 16 of a panel's column pairs (1 KiB, bf16_panels.h), loaded from the panel itself;
 //   C = 16 tokens × 16 weight rows, f32: a block of y as it is laid out, stored with y's stride.
 // Registers: tmm0..3 = C of 2 token tiles × 2 panels, tmm4, 5 = A, tmm6, 7 = B; 4 TDPBF16PS per
 // 4 tile loads.
@@ -33,24 +32,6 @@ namespace {
 
 constexpr size_t kRows = kBf16PanelRows;  // weight rows per panel = C / B tile columns
 constexpr size_t kTokens = kXTileTokens;  // tokens per A tile
-
-// Column-pair block b (pairs 16b .. 16b + 15) of a panel as one B tile: pairs past k zero.
-inline void PackWBlock(const bf16* panel, size_t b, size_t full, size_t pairs, __m512i index,
-                       uint32_t* out) {
-  const size_t i0 = b * kStepPairs;
-  if (i0 + kStepPairs <= full) {
-    for (size_t j = 0; j < kStepPairs; ++j)
-      _mm512_store_si512(out + j * 16, avx512bf16::LoadPairs(panel, i0 + j, index));
-    return;
-  }
-  for (size_t j = 0; j < kStepPairs; ++j) {
-    const size_t i = i0 + j;
-    const __m512i v = i < full    ? avx512bf16::LoadPairs(panel, i, index)
-                      : i < pairs ? avx512bf16::LoadPairs(panel, i, index, true)
-                                  : _mm512_setzero_si512();
-    _mm512_store_si512(out + j * 16, v);
-  }
-}
 
 // The W block the token passes take after the current one, requested into L2 a share per tile
 // step: a block's first pass reads it from memory at one core's demand rate otherwise (MoE
@@ -86,32 +67,25 @@ inline void StoreC(float* y, size_t ldy, size_t tokens, size_t rows, bool accumu
   }
 }
 
-// One pass: TA token tiles (xa, the second at xa + xstride) × TB panels' B tiles (wb, the second
-// at wb + wstride) over `blocks` tile steps. `prep`: the pass writes the B tiles first, block by
-// block, from panel[] (the first pass of a block); else they are in wb. Step s of the pass is
-// step `step0 + s` of the block's prefetch schedule.
+// One pass: TA token tiles (xa, the second at xa + xstride) × TB panels (panel[], their B tiles
+// the panels' own 1 KiB steps) over `blocks` tile steps. Step s of the pass is step `step0 + s`
+// of the next block's prefetch schedule.
 template <int TA, int TB>
-void TilePass(const uint32_t* xa, size_t xstride, uint32_t* wb, size_t wstride, size_t blocks,
-              const bf16* const panel[2], bool prep, size_t full, size_t pairs,
+void TilePass(const uint32_t* xa, size_t xstride, size_t blocks, const bf16* const panel[2],
               const NextBlock& next, size_t step0, float* y, size_t ldy, size_t tokens, size_t rows,
               bool accumulate) {
-  const __m512i index = avx512bf16::PairIndex();
   MOESERVE_TILE_ZERO(0);
   if (TB == 2) MOESERVE_TILE_ZERO(1);
   if (TA == 2) MOESERVE_TILE_ZERO(2);
   if (TA == 2 && TB == 2) MOESERVE_TILE_ZERO(3);
   for (size_t b = 0; b < blocks; ++b) {
-    const size_t off = b * kTileWords;
-    if (prep) {
-      PackWBlock(panel[0], b, full, pairs, index, wb + off);
-      if (TB == 2) PackWBlock(panel[1], b, full, pairs, index, wb + wstride + off);
-    }
+    const size_t off = b * kTileWords, woff = b * 2 * kTileWords;  // uint32 / bf16 elements
     next.Request(step0 + b);
     MOESERVE_TILE_LOAD(4, xa + off, 64);
-    MOESERVE_TILE_LOAD(6, wb + off, 64);
+    MOESERVE_TILE_LOAD(6, panel[0] + woff, 64);
     MOESERVE_TILE_DP(0, 4, 6);
     if (TB == 2) {
-      MOESERVE_TILE_LOAD(7, wb + wstride + off, 64);
+      MOESERVE_TILE_LOAD(7, panel[1] + woff, 64);
       MOESERVE_TILE_DP(1, 4, 7);
     }
     if (TA == 2) {
@@ -131,9 +105,8 @@ void TilePass(const uint32_t* xa, size_t xstride, uint32_t* wb, size_t wstride, 
   }
 }
 
-using PassFn = void (*)(const uint32_t*, size_t, uint32_t*, size_t, size_t, const bf16* const[2],
-                        bool, size_t, size_t, const NextBlock&, size_t, float*, size_t, size_t,
-                        size_t, bool);
+using PassFn = void (*)(const uint32_t*, size_t, size_t, const bf16* const[2], const NextBlock&,
+                        size_t, float*, size_t, size_t, size_t, bool);
 constexpr PassFn kPasses[2][2] = {{TilePass<1, 1>, TilePass<1, 2>},
                                   {TilePass<2, 1>, TilePass<2, 2>}};
 
@@ -167,14 +140,14 @@ void PackX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* xt) {
 }
 
 void MatMulBf16Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float* y, size_t ldy,
-                      bool accumulate, uint32_t* wb) {
-  const size_t k = w.cols, pairs = (k + 1) / 2, full = k / 2, blocks = TileSteps(k);
+                      bool accumulate) {
+  const size_t k = w.cols, blocks = TileSteps(k);
   const size_t panels = (w.rows + kRows - 1) / kRows, tile_words = blocks * kTileWords;
   const auto* base = static_cast<const bf16*>(w.data);
   // x in token blocks kept in L2 while every panel pair passes: the 2 MiB L2 of these cores holds
-  // one beside the pair's B tiles (2 KiB per step).
+  // one beside the pair (2 KiB per step).
   const size_t mc = TokenBlock(tile_words);
-  const size_t panel_lines = (k * kRows * sizeof(bf16) + 63) / 64;
+  const size_t panel_lines = blocks * kTileWords * sizeof(uint32_t) / 64;
   ConfigureTiles();
   for (size_t t0 = 0; t0 < m; t0 += mc) {
     const size_t t1 = m - t0 < mc ? m : t0 + mc;
@@ -194,10 +167,9 @@ void MatMulBf16Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float
       for (size_t pass = 0; pass < passes; ++pass) {
         const size_t t = t0 + pass * 2 * kTokens,
                      tokens = t1 - t < 2 * kTokens ? t1 - t : 2 * kTokens;
-        kPasses[tokens > kTokens][np == 2](xt + t / kTokens * tile_words, tile_words, wb,
-                                           tile_words, blocks, panel, pass == 0, full, pairs, next,
-                                           pass * blocks, y + t * ldy + p * kRows, ldy, tokens,
-                                           rows, accumulate);
+        kPasses[tokens > kTokens][np == 2](xt + t / kTokens * tile_words, tile_words, blocks, panel,
+                                           next, pass * blocks, y + t * ldy + p * kRows, ldy,
+                                           tokens, rows, accumulate);
       }
     }
   }

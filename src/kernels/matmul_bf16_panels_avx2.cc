@@ -1,7 +1,8 @@
 // AVX2 + FMA MatMul over bf16 weights repacked in 16-row panels (bf16_panels.h). One kernel for
 // every batch size: a register tile of up to 6 tokens × 16 rows (12 accumulators) sweeps a
-// panel's columns, each column one 32-byte load widened by two unpacks. No per-call packing of
-// the weights, no horizontal sums.
+// panel's column pairs, each column two 32-byte loads (8 rows each) widened by a byte shuffle
+// (the pair's first column) or a mask (its second). No per-call packing of the weights, no
+// horizontal sums.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -16,15 +17,31 @@ namespace {
 constexpr size_t kTile = kPackedXTile;
 constexpr size_t kRows = kBf16PanelRows;
 
-// Column c of a panel → rows 0..7 (lo) and 8..15 (hi) as f32; exact (bf16 is an f32's top half).
-inline void WidenColumn(const bf16* col, __m256& lo, __m256& hi) {
-  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(col));
-  const __m256i zero = _mm256_setzero_si256();
-  lo = _mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, v));
-  hi = _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, v));
+// Column 2i (Even) or 2i + 1 (Odd) of a panel's pair i, rows 0..7 (w0) and 8..15 (w1), as f32;
+// exact (bf16 is an f32's top half: the even column's half moves up, the odd one's is masked).
+// One column at a time, each from its own loads (L1 hits), so that a 6-token tile's 12
+// accumulators, two weight vectors and a broadcast fit the 16 registers: with both columns
+// widened at once GCC spilled accumulators. The move is a vpshufb, not a shift: on Intel cores
+// vector shifts share ports 0 and 1 with the FMAs.
+inline void WidenEven(const bf16* panel, size_t i, __m256& w0, __m256& w1) {
+  // Per dword: bytes 0, 1 (the even column's bf16) to bytes 2, 3; bytes 0, 1 zero (-128).
+  const __m256i up =
+      _mm256_setr_epi8(-128, -128, 0, 1, -128, -128, 4, 5, -128, -128, 8, 9, -128, -128, 12, 13,
+                       -128, -128, 0, 1, -128, -128, 4, 5, -128, -128, 8, 9, -128, -128, 12, 13);
+  const bf16* p = panel + 2 * i * kRows;
+  w0 = _mm256_castsi256_ps(
+      _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), up));
+  w1 = _mm256_castsi256_ps(
+      _mm256_shuffle_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + kRows)), up));
+}
+inline void WidenOdd(const bf16* panel, size_t i, __m256& w0, __m256& w1) {
+  const __m256 top = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0xffff0000u)));
+  const bf16* p = panel + 2 * i * kRows;
+  w0 = _mm256_and_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(p)), top);
+  w1 = _mm256_and_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(p + kRows)), top);
 }
 
-// Requests the weights kPrefetchBytes ahead of column `col` (one 64-byte line = 2 columns). At
+// Requests the weights kPrefetchBytes ahead of column `col` (one 64-byte line = a column pair). At
 // small m the kernel streams W from DRAM, and the hardware prefetcher alone leaves bandwidth
 // unused (as in the MXFP4 int8 kernel). Past a panel's end this is the next panel: contiguous.
 inline void Prefetch(const bf16* col) {
@@ -32,23 +49,34 @@ inline void Prefetch(const bf16* col) {
   _mm_prefetch(reinterpret_cast<const char*>(col) + kPrefetchBytes, _MM_HINT_T0);
 }
 
-// M tokens (xp: a packed x tile at the first column) × the panel's 16 rows over k columns.
+// M tokens (xp: a packed x tile at the first column) × the panel's 16 rows over k columns (the
+// panel at an even column).
 template <int M>
 void PanelTile(const float* xp, const bf16* panel, size_t k, float* y, size_t ldy, size_t rows,
                bool accumulate) {
   __m256 acc[M][2];
 #pragma GCC unroll 8
   for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-  for (size_t i = 0; i < k; ++i) {
-    if (M <= 4 && i % 2 == 0) Prefetch(panel + i * kRows);
-    __m256 w0, w1;
-    WidenColumn(panel + i * kRows, w0, w1);
+  auto column = [&](size_t c, __m256 w0, __m256 w1) {
 #pragma GCC unroll 8
     for (int t = 0; t < M; ++t) {
-      const __m256 xv = _mm256_broadcast_ss(xp + i * kTile + t);
+      const __m256 xv = _mm256_broadcast_ss(xp + c * kTile + t);
       acc[t][0] = _mm256_fmadd_ps(xv, w0, acc[t][0]);
       acc[t][1] = _mm256_fmadd_ps(xv, w1, acc[t][1]);
     }
+  };
+  size_t i = 0;
+  __m256 w0, w1;
+  for (; 2 * i + 2 <= k; ++i) {
+    if (M <= 4) Prefetch(panel + 2 * i * kRows);
+    WidenEven(panel, i, w0, w1);
+    column(2 * i, w0, w1);
+    WidenOdd(panel, i, w0, w1);
+    column(2 * i + 1, w0, w1);
+  }
+  if (2 * i < k) {
+    WidenEven(panel, i, w0, w1);
+    column(2 * i, w0, w1);
   }
 #pragma GCC unroll 8
   for (int t = 0; t < M; ++t) {
@@ -62,20 +90,20 @@ void PanelTile(const float* xp, const bf16* panel, size_t k, float* y, size_t ld
 // cycle. PanelTile<1> and PanelPair1 both sweep with it, so their sums are the same operations.
 struct GemvAcc {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-  // Columns i and i + 1 of `panel`, x0 / x1 their broadcast x.
+  // Columns i and i + 1 (i even: one pair) of `panel`, x0 / x1 their broadcast x.
   void Two(const bf16* panel, size_t i, __m256 x0, __m256 x1) {
     __m256 w0, w1, v0, v1;
-    WidenColumn(panel + i * kRows, w0, w1);
-    WidenColumn(panel + (i + 1) * kRows, v0, v1);
+    WidenEven(panel, i / 2, w0, w1);
+    WidenOdd(panel, i / 2, v0, v1);
     a0 = _mm256_fmadd_ps(x0, w0, a0);
     a1 = _mm256_fmadd_ps(x0, w1, a1);
     b0 = _mm256_fmadd_ps(x1, v0, b0);
     b1 = _mm256_fmadd_ps(x1, v1, b1);
   }
-  // The last column when k is odd.
+  // The last column when k is odd (i even).
   void One(const bf16* panel, size_t i, __m256 x0) {
     __m256 w0, w1;
-    WidenColumn(panel + i * kRows, w0, w1);
+    WidenEven(panel, i / 2, w0, w1);
     a0 = _mm256_fmadd_ps(x0, w0, a0);
     a1 = _mm256_fmadd_ps(x0, w1, a1);
   }

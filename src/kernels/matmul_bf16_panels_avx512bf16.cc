@@ -4,11 +4,10 @@
 // an AVX-512 BF16 core one vdpbf16ps does 32 (16 rows × a pair of columns), so the prefill of
 // the attention projections and the LM head has twice the compute rate from the same panels.
 //
-// vdpbf16ps wants, in lane r, the pair (W[r, 2i], W[r, 2i + 1]). A panel's columns 2i and 2i + 1
-// are 64 contiguous bytes (16 rows each, in the panel's lane order), so one vpermw per column pair
-// puts them in pair order and undoes the row order; it is amortized over the tile's tokens. x is
-// packed per call into pairs (x[t, 2i], x[t, 2i + 1]) as one int32, tiles of kTile tokens; one
-// broadcast of a token's pair serves the tile's two panels.
+// vdpbf16ps wants, in lane r, the pair (W[r, 2i], W[r, 2i + 1]): exactly a panel's column pair
+// i, 64 contiguous bytes, loaded as they stand. x is packed per call into pairs (x[t, 2i],
+// x[t, 2i + 1]) as one int32, tiles of kTile tokens; one broadcast of a token's pair serves the
+// tile's two panels.
 //
 // Numerics: x rounded to bf16, products exact in f32, sums in f32 in the kernel's order (per lane
 // the pair's two products, column pair by column pair; the GEMV's two chains added at the end):
@@ -86,7 +85,6 @@ struct NextBlock {
 template <int P, int M>
 void PanelTile(const uint32_t* xp, const bf16* panel, size_t stride, size_t pairs, bool odd,
                float* y, size_t ldy, size_t rows, bool accumulate, const NextBlock& next) {
-  const __m512i index = PairIndex();
   __m512 acc[P][M];
   __m512bh w[P];
 #pragma GCC unroll 12
@@ -100,12 +98,12 @@ void PanelTile(const uint32_t* xp, const bf16* panel, size_t stride, size_t pair
     if (r < requests) next.Request(r);
     const size_t end = full - i < gap ? full : i + gap;
     for (; i < end; ++i) {
-      for (int p = 0; p < P; ++p) w[p] = AsBh(LoadPairs(panel + p * stride, i, index));
+      for (int p = 0; p < P; ++p) w[p] = AsBh(LoadPairs(panel + p * stride, i));
       TileStep<P, M>(xp, i, w, acc);
     }
   }
   if (odd) {
-    for (int p = 0; p < P; ++p) w[p] = AsBh(LoadPairs(panel + p * stride, full, index, true));
+    for (int p = 0; p < P; ++p) w[p] = AsBh(LoadPairs(panel + p * stride, full));
     TileStep<P, M>(xp, full, w, acc);
   }
 #pragma GCC unroll 12
@@ -131,7 +129,6 @@ constexpr TileFn kTiles[kTile + 1] = {
 template <int P>
 void PanelStream1(const uint32_t* xp, const bf16* const panel[P], size_t pairs, bool odd,
                   float* const y[P], const size_t rows[P], bool accumulate) {
-  const __m512i index = PairIndex();
   __m512 a0[P], a1[P];
   for (int p = 0; p < P; ++p) a0[p] = a1[p] = _mm512_setzero_ps();
   const size_t full = odd ? pairs - 1 : pairs;
@@ -146,16 +143,13 @@ void PanelStream1(const uint32_t* xp, const bf16* const panel[P], size_t pairs, 
       _mm_prefetch(c + 64, _MM_HINT_T1);
     }
     const __m512bh x0 = Broadcast(xp + i * kTile), x1 = Broadcast(xp + (i + 1) * kTile);
+    for (int p = 0; p < P; ++p) a0[p] = _mm512_dpbf16_ps(a0[p], AsBh(LoadPairs(panel[p], i)), x0);
     for (int p = 0; p < P; ++p)
-      a0[p] = _mm512_dpbf16_ps(a0[p], AsBh(LoadPairs(panel[p], i, index)), x0);
-    for (int p = 0; p < P; ++p)
-      a1[p] = _mm512_dpbf16_ps(a1[p], AsBh(LoadPairs(panel[p], i + 1, index)), x1);
+      a1[p] = _mm512_dpbf16_ps(a1[p], AsBh(LoadPairs(panel[p], i + 1)), x1);
   }
   for (; i < pairs; ++i) {
-    const bool single = odd && i + 1 == pairs;
     const __m512bh x0 = Broadcast(xp + i * kTile);
-    for (int p = 0; p < P; ++p)
-      a0[p] = _mm512_dpbf16_ps(a0[p], AsBh(LoadPairs(panel[p], i, index, single)), x0);
+    for (int p = 0; p < P; ++p) a0[p] = _mm512_dpbf16_ps(a0[p], AsBh(LoadPairs(panel[p], i)), x0);
   }
   for (int p = 0; p < P; ++p) Store(y[p], _mm512_add_ps(a0[p], a1[p]), rows[p], accumulate);
 }
