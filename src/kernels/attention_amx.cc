@@ -18,6 +18,8 @@
 //                                16 dword transpose), shared by all row blocks; C: O^T per block
 // Keys go in chunks of 64 (four 16-key blocks of S^T; two 32-key steps of P·V); each row block's
 // scores are issued to the tile unit before the previous block's softmax runs on the vector units.
+// A single row block (decode: a query's q heads) keeps O row-major instead, O += P·V with P's
+// tiles transposed and V's key pairs only interleaved (no transposes of V).
 // FP8 caches: codes decoded to exact bf16 rows; a key's scale multiplies its score, a value's its
 // weight in P (the same real products as dequantizing first, each rounded once in f32).
 #include <immintrin.h>
@@ -172,6 +174,40 @@ void BuildValueTiles(const uint16_t* const rows[kChunk], size_t nk, size_t d, ui
     }
 }
 
+// The single-block form (decode): V rows as B tiles of O += P · V. Tile (ks, db) row i = keys
+// 32 ks + 2i and + 2i + 1 interleaved per dim by the same unpacks (the same dim order), at
+// vp + (ks · 16 + i) · d + 16 db, rows d apart. No transposes: with one row block, transposing V
+// for every chunk cost more than transposing P.
+void BuildValuePairs(const uint16_t* const rows[kChunk], size_t nk, size_t d, uint32_t* vp) {
+  const size_t n_ks = (nk + 31) / 32;
+  for (size_t ks = 0; ks < n_ks; ++ks)
+    for (size_t i = 0; i < 16; ++i) {
+      const size_t k = ks * 32 + 2 * i;
+      uint32_t* out = vp + (ks * 16 + i) * d;
+      for (size_t j = 0; j < d; j += 32) {
+        const __m512i a = k < nk ? _mm512_loadu_si512(rows[k] + j) : _mm512_setzero_si512();
+        const __m512i b = k + 1 < nk ? _mm512_loadu_si512(rows[k + 1] + j) : _mm512_setzero_si512();
+        _mm512_store_si512(out + j, _mm512_unpacklo_epi16(a, b));
+        _mm512_store_si512(out + j + 16, _mm512_unpackhi_epi16(a, b));
+      }
+    }
+}
+
+// One row of the single-block form's O (dims in BuildValuePairs' order) scaled by inv and written
+// with the dims in order.
+void StoreRow(const float* o, size_t d, float inv, float* out) {
+  const __m512 vi = _mm512_set1_ps(inv);
+  for (size_t j = 0; j < d; j += 32) {
+    const __m512 lo = _mm512_load_ps(o + j), hi = _mm512_load_ps(o + j + 16);
+    const __m512 x = _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));  // l0 l1 h0 h1
+    const __m512 y = _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));  // l2 l3 h2 h3
+    _mm512_storeu_ps(out + j,
+                     _mm512_mul_ps(_mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(3, 1, 2, 0)), vi));
+    _mm512_storeu_ps(out + j + 16,
+                     _mm512_mul_ps(_mm512_shuffle_f32x4(y, y, _MM_SHUFFLE(3, 1, 2, 0)), vi));
+  }
+}
+
 // One row block's output: O^T tiles [16 dims][16 rows] transposed back to rows, scaled by 1 / sum
 // and written with the dims in order (the inverse of BuildValueTiles' order).
 void StoreBlock(const AttentionTileArgs& a, const float* ot, const float* sum, size_t r0,
@@ -227,14 +263,15 @@ void PrefetchRows(const AttentionTileArgs& a, size_t from, size_t to) {
   }
 }
 
-// Work items the tiles take: whole 32-dim steps, the scratch's bound (as the AVX-512 tile), and at
-// least one full 16-row block. A decode item (one query: rows = the group, 6 for MiniMax-M2) would
-// leave most of every tile empty, and the AVX-512 tile streams its keys as fast or faster
-// (bench_attention, decode 8 x 4096 on 2 threads: bf16 10.9-11.5 ms against 11.5-13.1, FP8
-// 13.0-15.5 against 9.3-11.0: an FP8 key is decoded to bf16 rows here).
+// Work items the tiles take: whole 32-dim steps, the scratch's bound (as the AVX-512 tile), and
+// not a decode item over an FP8 cache: there each key's K and V rows are decoded to bf16 rows
+// first, and the AVX-512 tile, which dequantizes as it transposes, was faster (bench_attention,
+// decode 8 x 4096 on 2 threads, 3 rounds: FP8 14.4-20.3 ms against 9.3-11.1; bf16 9.4-17.9
+// against 13.2-13.9; one thread bf16 18.1-18.4 against ~24).
 bool TilesFit(const AttentionTileArgs& a) {
-  return a.head_dim % 32 == 0 && a.head_dim <= 256 && (a.q1 - a.q0) * a.group >= 16 &&
-         a.tile_scratch != nullptr;
+  const bool decode = (a.q1 - a.q0) * a.group < 16;
+  return a.head_dim % 32 == 0 && a.head_dim <= 256 && a.tile_scratch != nullptr &&
+         !(decode && a.k_blocks8);
 }
 
 // One 16-key block's S^T: C tile kKb += K block (A, tmm7) · Q^T parts (B, tmm4-6), over d's steps.
@@ -273,6 +310,10 @@ void AttentionTile(const AttentionTileArgs& a) {
   // loaded from the cache itself (rows num_kv_heads · d apart).
   const bool direct_k = !fp8 && bs % 16 == 0;
   const size_t kv_stride = a.num_kv_heads * d;
+  // One row block (decode: the group's q heads of one query): O row-major, P transposed into A
+  // tiles (3 transposes per 32 keys) instead of V into A tiles of V^T (d / 16 per 32 keys, shared
+  // by all row blocks: the cheaper of the two from two blocks on).
+  const bool single = blocks == 1;
   Buffers b(*a.tile_scratch, rp, d);
 
   // q's parts, row-major, then transposed into B tiles: tile (rb, step, part) row i, lane n =
@@ -373,7 +414,10 @@ void AttentionTile(const AttentionTileArgs& a) {
       for (size_t kb = 0; kb < n_kb; ++kb) k_tiles[kb] = b.krow + kb * 16 * d;
       k_stride = d;
     }
-    BuildValueTiles(vrows, nk, d, b.vt);
+    if (single)
+      BuildValuePairs(vrows, nk, d, b.vt);
+    else
+      BuildValueTiles(vrows, nk, d, b.vt);
 
     // Rows are ordered by query: those that see a key of this chunk are a suffix.
     const size_t i_first = c0 > a.first_pos + a.q0 ? c0 - a.first_pos : a.q0;
@@ -405,10 +449,18 @@ void AttentionTile(const AttentionTileArgs& a) {
       __m512 corr = _mm512_set1_ps(1.0f);
       if (moved) {
         corr = _mm512_mask_mov_ps(corr, moved, Exp(_mm512_sub_ps(old_max, new_max)));
-        if (c0 > 0) {
+        if (c0 > 0 && !single) {
           float* o = b.ot + rb * dbs * kTile;
           for (size_t n = 0; n < d; ++n)
             _mm512_store_ps(o + n * 16, _mm512_mul_ps(_mm512_load_ps(o + n * 16), corr));
+        } else if (c0 > 0) {
+          alignas(64) float c[16];
+          _mm512_store_ps(c, corr);
+          for (size_t n = 0; n < 16; ++n)
+            if (moved >> n & 1)
+              for (size_t j = 0; j < d; j += 16)
+                _mm512_store_ps(b.ot + n * d + j, _mm512_mul_ps(_mm512_load_ps(b.ot + n * d + j),
+                                                                _mm512_set1_ps(c[n])));
         }
       }
       // P = e^(s − max) (zero where masked, and on lanes that have no key yet), summed, split
@@ -435,6 +487,44 @@ void AttentionTile(const AttentionTileArgs& a) {
       const __m512 sum = _mm512_load_ps(b.sum + rb * 16);
       _mm512_store_ps(b.sum + rb * 16, _mm512_fmadd_ps(sum, corr, psum));
 
+      if (single) {
+        // O += P · V: P's B tiles of P^T transposed into A tiles (row n: its 16 key pairs).
+        for (size_t t = 0; t < n_ks * kParts; ++t) {
+          __m512i r[16];
+          uint32_t* tile = b.pt + t * kTile;
+          for (int i = 0; i < 16; ++i) r[i] = _mm512_load_si512(tile + i * 16);
+          Transpose16x16(r);
+          for (int n = 0; n < 16; ++n) _mm512_store_si512(tile + n * 16, r[n]);
+        }
+        MOESERVE_TILE_LOAD(2, b.pt, 64);
+        MOESERVE_TILE_LOAD(3, b.pt + kTile, 64);
+        MOESERVE_TILE_LOAD(4, b.pt + 2 * kTile, 64);
+        if (n_ks > 1) {
+          MOESERVE_TILE_LOAD(5, b.pt + 3 * kTile, 64);
+          MOESERVE_TILE_LOAD(6, b.pt + 4 * kTile, 64);
+          MOESERVE_TILE_LOAD(7, b.pt + 5 * kTile, 64);
+        }
+        for (size_t db = 0; db < dbs; ++db) {
+          float* o = b.ot + db * 16;
+          if (c0 == 0) {
+            MOESERVE_TILE_ZERO(0);
+          } else {
+            MOESERVE_TILE_LOAD(0, o, d * 4);
+          }
+          MOESERVE_TILE_LOAD(1, b.vt + db * 16, d * 4);
+          MOESERVE_TILE_DP(0, 4, 1);
+          MOESERVE_TILE_DP(0, 3, 1);
+          MOESERVE_TILE_DP(0, 2, 1);
+          if (n_ks > 1) {
+            MOESERVE_TILE_LOAD(1, b.vt + 16 * d + db * 16, d * 4);
+            MOESERVE_TILE_DP(0, 7, 1);
+            MOESERVE_TILE_DP(0, 6, 1);
+            MOESERVE_TILE_DP(0, 5, 1);
+          }
+          MOESERVE_TILE_STORE(0, o, d * 4);
+        }
+        continue;
+      }
       // O^T += V^T · P^T (from zero tiles in the first chunk).
       MOESERVE_TILE_LOAD(2, b.pt, 64);
       MOESERVE_TILE_LOAD(3, b.pt + kTile, 64);
@@ -468,6 +558,13 @@ void AttentionTile(const AttentionTileArgs& a) {
   }
   _tile_release();
 
+  if (single) {
+    for (size_t r = 0; r < rows; ++r) {
+      const size_t i = a.q0 + r / group, h = a.kv_head * group + r % group;
+      StoreRow(b.ot + r * d, d, 1.0f / b.sum[r], a.out + i * a.ldo + h * d);
+    }
+    return;
+  }
   for (size_t rb = 0; rb < blocks; ++rb)
     StoreBlock(a, b.ot + rb * dbs * kTile, b.sum + rb * 16, rb * 16,
                rows - rb * 16 < 16 ? rows - rb * 16 : 16);

@@ -202,9 +202,9 @@ void Int8DotChains(size_t iterations, int32_t* sink);  // vpdpbusd: 12 chains ×
 
 namespace amx {
 // The attention tile with q·K and P·V on TDPBF16PS at f32 accuracy (attention_amx.cc: each f32
-// operand as three bf16 parts) for items of at least 16 rows (prefill) with head_dim % 32 == 0,
-// ≤ 256 and args.tile_scratch; other items take avx512bf16::AttentionTile. Configures the tiles on
-// entry, releases them on return.
+// operand as three bf16 parts) for head_dim % 32 == 0, ≤ 256, with args.tile_scratch; other
+// shapes, and decode items (fewer than 16 rows) over an FP8 cache, take avx512bf16::AttentionTile.
+// Configures the tiles on entry, releases them on return.
 void AttentionTile(const AttentionTileArgs& args);
 // bf16 panels (bf16_panels.h) on the AMX tile unit (matmul_bf16_panels_amx.cc). x: f32 rows
 // rounded to bf16 and packed by PackX into tiles of kXTileTokens tokens, each [ceil(k / 32)]
