@@ -298,6 +298,63 @@ inline void ScoreStep(const uint16_t* k_tile, size_t k_stride) {
   }
 }
 
+// C (tmm0) += the products of one 32-key step's three P parts (tmm kP, kP + 1, kP + 2: hi, mid,
+// lo; the smallest first) with V's tile (tmm1). Row-major O: P is the A operand; O^T: V^T is.
+template <bool kRowMajor, int kP>
+inline void StepProducts() {
+  if constexpr (kRowMajor && kP == 2) {
+    MOESERVE_TILE_DP(0, 4, 1);
+    MOESERVE_TILE_DP(0, 3, 1);
+    MOESERVE_TILE_DP(0, 2, 1);
+  } else if constexpr (kRowMajor) {
+    MOESERVE_TILE_DP(0, 7, 1);
+    MOESERVE_TILE_DP(0, 6, 1);
+    MOESERVE_TILE_DP(0, 5, 1);
+  } else if constexpr (kP == 2) {
+    MOESERVE_TILE_DP(0, 1, 4);
+    MOESERVE_TILE_DP(0, 1, 3);
+    MOESERVE_TILE_DP(0, 1, 2);
+  } else {
+    MOESERVE_TILE_DP(0, 1, 7);
+    MOESERVE_TILE_DP(0, 1, 6);
+    MOESERVE_TILE_DP(0, 1, 5);
+  }
+}
+
+// One row block's O += P · V over n_ks 32-key steps. pt: P's part tiles ([step][part]); row-major
+// (kRowMajor: A tiles of P, vt: BuildValuePairs' B tiles, o: [16][d]) or transposed (B tiles of
+// P^T, vt: BuildValueTiles' A tiles of V^T, o: the block's O^T tiles). `first`: O starts at zero.
+template <bool kRowMajor>
+void AccumulatePv(const uint32_t* pt, const uint32_t* vt, float* o, size_t d, size_t n_ks,
+                  bool first) {
+  MOESERVE_TILE_LOAD(2, pt, 64);
+  MOESERVE_TILE_LOAD(3, pt + kTile, 64);
+  MOESERVE_TILE_LOAD(4, pt + 2 * kTile, 64);
+  if (n_ks > 1) {
+    MOESERVE_TILE_LOAD(5, pt + 3 * kTile, 64);
+    MOESERVE_TILE_LOAD(6, pt + 4 * kTile, 64);
+    MOESERVE_TILE_LOAD(7, pt + 5 * kTile, 64);
+  }
+  const size_t o_stride = kRowMajor ? d * 4 : 64, v_stride = kRowMajor ? d * 4 : 64;
+  for (size_t db = 0; db < d / 16; ++db) {
+    float* c = kRowMajor ? o + db * 16 : o + db * kTile;
+    const uint32_t* v = kRowMajor ? vt + db * 16 : vt + db * kKeySteps * kTile;
+    const uint32_t* v1 = kRowMajor ? v + 16 * d : v + kTile;  // the second 32-key step
+    if (first) {
+      MOESERVE_TILE_ZERO(0);
+    } else {
+      MOESERVE_TILE_LOAD(0, c, o_stride);
+    }
+    MOESERVE_TILE_LOAD(1, v, v_stride);
+    StepProducts<kRowMajor, 2>();
+    if (n_ks > 1) {
+      MOESERVE_TILE_LOAD(1, v1, v_stride);
+      StepProducts<kRowMajor, 5>();
+    }
+    MOESERVE_TILE_STORE(0, c, o_stride);
+  }
+}
+
 }  // namespace
 
 void AttentionTile(const AttentionTileArgs& a) {
@@ -487,8 +544,7 @@ void AttentionTile(const AttentionTileArgs& a) {
       const __m512 sum = _mm512_load_ps(b.sum + rb * 16);
       _mm512_store_ps(b.sum + rb * 16, _mm512_fmadd_ps(sum, corr, psum));
 
-      if (single) {
-        // O += P · V: P's B tiles of P^T transposed into A tiles (row n: its 16 key pairs).
+      if (single)  // P's B tiles of P^T transposed into A tiles (row n: its 16 key pairs)
         for (size_t t = 0; t < n_ks * kParts; ++t) {
           __m512i r[16];
           uint32_t* tile = b.pt + t * kTile;
@@ -496,64 +552,11 @@ void AttentionTile(const AttentionTileArgs& a) {
           Transpose16x16(r);
           for (int n = 0; n < 16; ++n) _mm512_store_si512(tile + n * 16, r[n]);
         }
-        MOESERVE_TILE_LOAD(2, b.pt, 64);
-        MOESERVE_TILE_LOAD(3, b.pt + kTile, 64);
-        MOESERVE_TILE_LOAD(4, b.pt + 2 * kTile, 64);
-        if (n_ks > 1) {
-          MOESERVE_TILE_LOAD(5, b.pt + 3 * kTile, 64);
-          MOESERVE_TILE_LOAD(6, b.pt + 4 * kTile, 64);
-          MOESERVE_TILE_LOAD(7, b.pt + 5 * kTile, 64);
-        }
-        for (size_t db = 0; db < dbs; ++db) {
-          float* o = b.ot + db * 16;
-          if (c0 == 0) {
-            MOESERVE_TILE_ZERO(0);
-          } else {
-            MOESERVE_TILE_LOAD(0, o, d * 4);
-          }
-          MOESERVE_TILE_LOAD(1, b.vt + db * 16, d * 4);
-          MOESERVE_TILE_DP(0, 4, 1);
-          MOESERVE_TILE_DP(0, 3, 1);
-          MOESERVE_TILE_DP(0, 2, 1);
-          if (n_ks > 1) {
-            MOESERVE_TILE_LOAD(1, b.vt + 16 * d + db * 16, d * 4);
-            MOESERVE_TILE_DP(0, 7, 1);
-            MOESERVE_TILE_DP(0, 6, 1);
-            MOESERVE_TILE_DP(0, 5, 1);
-          }
-          MOESERVE_TILE_STORE(0, o, d * 4);
-        }
-        continue;
-      }
-      // O^T += V^T · P^T (from zero tiles in the first chunk).
-      MOESERVE_TILE_LOAD(2, b.pt, 64);
-      MOESERVE_TILE_LOAD(3, b.pt + kTile, 64);
-      MOESERVE_TILE_LOAD(4, b.pt + 2 * kTile, 64);
-      if (n_ks > 1) {
-        MOESERVE_TILE_LOAD(5, b.pt + 3 * kTile, 64);
-        MOESERVE_TILE_LOAD(6, b.pt + 4 * kTile, 64);
-        MOESERVE_TILE_LOAD(7, b.pt + 5 * kTile, 64);
-      }
-      for (size_t db = 0; db < dbs; ++db) {
-        float* o = b.ot + (rb * dbs + db) * kTile;
-        const uint32_t* v = b.vt + db * kKeySteps * kTile;
-        if (c0 == 0) {
-          MOESERVE_TILE_ZERO(0);
-        } else {
-          MOESERVE_TILE_LOAD(0, o, 64);
-        }
-        MOESERVE_TILE_LOAD(1, v, 64);
-        MOESERVE_TILE_DP(0, 1, 4);
-        MOESERVE_TILE_DP(0, 1, 3);
-        MOESERVE_TILE_DP(0, 1, 2);
-        if (n_ks > 1) {
-          MOESERVE_TILE_LOAD(1, v + kTile, 64);
-          MOESERVE_TILE_DP(0, 1, 7);
-          MOESERVE_TILE_DP(0, 1, 6);
-          MOESERVE_TILE_DP(0, 1, 5);
-        }
-        MOESERVE_TILE_STORE(0, o, 64);
-      }
+      // O^T += V^T · P^T, or O += P · V for a single block (from zero tiles in the first chunk).
+      if (single)
+        AccumulatePv<true>(b.pt, b.vt, b.ot, d, n_ks, c0 == 0);
+      else
+        AccumulatePv<false>(b.pt, b.vt, b.ot + rb * dbs * kTile, d, n_ks, c0 == 0);
     }
   }
   _tile_release();
