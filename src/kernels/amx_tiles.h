@@ -28,6 +28,9 @@
 // c += a · b (AT&T operand order: b, a, c).
 #define MOESERVE_TILE_DP(c, a, b) \
   __asm__ volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::: "memory")
+// The same with the tile numbers constant expressions (template arguments).
+#define MOESERVE_TILE_DP_N(c, a, b) \
+  __asm__ volatile("tdpbf16ps %%tmm%c0, %%tmm%c1, %%tmm%c2" ::"i"(b), "i"(a), "i"(c) : "memory")
 
 namespace moeserve::kernels::amx {
 

@@ -193,19 +193,22 @@ void BuildValuePairs(const uint16_t* const rows[kChunk], size_t nk, size_t d, ui
     }
 }
 
+// One 32-dim step of an output row: lo / hi hold its dims in BuildValueTiles' order (lanes of 4
+// floats: lo (0-3 8-11 16-19 24-27), hi (4-7 12-15 20-23 28-31)); written in order, times inv.
+inline void StoreStepInOrder(__m512 lo, __m512 hi, __m512 inv, float* out) {
+  const __m512 x = _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));  // l0 l1 h0 h1
+  const __m512 y = _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));  // l2 l3 h2 h3
+  _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(3, 1, 2, 0)), inv));
+  _mm512_storeu_ps(out + 16,
+                   _mm512_mul_ps(_mm512_shuffle_f32x4(y, y, _MM_SHUFFLE(3, 1, 2, 0)), inv));
+}
+
 // One row of the single-block form's O (dims in BuildValuePairs' order) scaled by inv and written
 // with the dims in order.
 void StoreRow(const float* o, size_t d, float inv, float* out) {
-  const __m512 vi = _mm512_set1_ps(inv);
-  for (size_t j = 0; j < d; j += 32) {
-    const __m512 lo = _mm512_load_ps(o + j), hi = _mm512_load_ps(o + j + 16);
-    const __m512 x = _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(1, 0, 1, 0));  // l0 l1 h0 h1
-    const __m512 y = _mm512_shuffle_f32x4(lo, hi, _MM_SHUFFLE(3, 2, 3, 2));  // l2 l3 h2 h3
-    _mm512_storeu_ps(out + j,
-                     _mm512_mul_ps(_mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(3, 1, 2, 0)), vi));
-    _mm512_storeu_ps(out + j + 16,
-                     _mm512_mul_ps(_mm512_shuffle_f32x4(y, y, _MM_SHUFFLE(3, 1, 2, 0)), vi));
-  }
+  for (size_t j = 0; j < d; j += 32)
+    StoreStepInOrder(_mm512_load_ps(o + j), _mm512_load_ps(o + j + 16), _mm512_set1_ps(inv),
+                     out + j);
 }
 
 // One row block's output: O^T tiles [16 dims][16 rows] transposed back to rows, scaled by 1 / sum
@@ -223,16 +226,8 @@ void StoreBlock(const AttentionTileArgs& a, const float* ot, const float* sum, s
     Transpose16x16(hi);
     for (size_t r = 0; r < nr; ++r) {
       const size_t i = a.q0 + (r0 + r) / group, h = a.kv_head * group + (r0 + r) % group;
-      float* out = a.out + i * a.ldo + h * d + j;
-      const __m512 inv = _mm512_set1_ps(1.0f / sum[r]);
-      // Lanes of 4 floats: lo holds dims (0-3 8-11 16-19 24-27), hi (4-7 12-15 20-23 28-31).
-      const __m512 l = _mm512_castsi512_ps(lo[r]), h4 = _mm512_castsi512_ps(hi[r]);
-      const __m512 x = _mm512_shuffle_f32x4(l, h4, _MM_SHUFFLE(1, 0, 1, 0));  // l0 l1 h0 h1
-      const __m512 y = _mm512_shuffle_f32x4(l, h4, _MM_SHUFFLE(3, 2, 3, 2));  // l2 l3 h2 h3
-      _mm512_storeu_ps(out,
-                       _mm512_mul_ps(_mm512_shuffle_f32x4(x, x, _MM_SHUFFLE(3, 1, 2, 0)), inv));
-      _mm512_storeu_ps(out + 16,
-                       _mm512_mul_ps(_mm512_shuffle_f32x4(y, y, _MM_SHUFFLE(3, 1, 2, 0)), inv));
+      StoreStepInOrder(_mm512_castsi512_ps(lo[r]), _mm512_castsi512_ps(hi[r]),
+                       _mm512_set1_ps(1.0f / sum[r]), a.out + i * a.ldo + h * d + j);
     }
   }
 }
@@ -279,46 +274,18 @@ template <int kKb>
 inline void ScoreStep(const uint16_t* k_tile, size_t k_stride) {
   MOESERVE_TILE_LOAD(7, k_tile, k_stride);
   // Smallest part first: the two small products are summed before the large one.
-  if constexpr (kKb == 0) {
-    MOESERVE_TILE_DP(0, 7, 6);
-    MOESERVE_TILE_DP(0, 7, 5);
-    MOESERVE_TILE_DP(0, 7, 4);
-  } else if constexpr (kKb == 1) {
-    MOESERVE_TILE_DP(1, 7, 6);
-    MOESERVE_TILE_DP(1, 7, 5);
-    MOESERVE_TILE_DP(1, 7, 4);
-  } else if constexpr (kKb == 2) {
-    MOESERVE_TILE_DP(2, 7, 6);
-    MOESERVE_TILE_DP(2, 7, 5);
-    MOESERVE_TILE_DP(2, 7, 4);
-  } else {
-    MOESERVE_TILE_DP(3, 7, 6);
-    MOESERVE_TILE_DP(3, 7, 5);
-    MOESERVE_TILE_DP(3, 7, 4);
-  }
+  MOESERVE_TILE_DP_N(kKb, 7, 6);
+  MOESERVE_TILE_DP_N(kKb, 7, 5);
+  MOESERVE_TILE_DP_N(kKb, 7, 4);
 }
 
 // C (tmm0) += the products of one 32-key step's three P parts (tmm kP, kP + 1, kP + 2: hi, mid,
 // lo; the smallest first) with V's tile (tmm1). Row-major O: P is the A operand; O^T: V^T is.
 template <bool kRowMajor, int kP>
 inline void StepProducts() {
-  if constexpr (kRowMajor && kP == 2) {
-    MOESERVE_TILE_DP(0, 4, 1);
-    MOESERVE_TILE_DP(0, 3, 1);
-    MOESERVE_TILE_DP(0, 2, 1);
-  } else if constexpr (kRowMajor) {
-    MOESERVE_TILE_DP(0, 7, 1);
-    MOESERVE_TILE_DP(0, 6, 1);
-    MOESERVE_TILE_DP(0, 5, 1);
-  } else if constexpr (kP == 2) {
-    MOESERVE_TILE_DP(0, 1, 4);
-    MOESERVE_TILE_DP(0, 1, 3);
-    MOESERVE_TILE_DP(0, 1, 2);
-  } else {
-    MOESERVE_TILE_DP(0, 1, 7);
-    MOESERVE_TILE_DP(0, 1, 6);
-    MOESERVE_TILE_DP(0, 1, 5);
-  }
+  MOESERVE_TILE_DP_N(0, kRowMajor ? kP + 2 : 1, kRowMajor ? 1 : kP + 2);
+  MOESERVE_TILE_DP_N(0, kRowMajor ? kP + 1 : 1, kRowMajor ? 1 : kP + 1);
+  MOESERVE_TILE_DP_N(0, kRowMajor ? kP : 1, kRowMajor ? 1 : kP);
 }
 
 // One row block's O += P · V over n_ks 32-key steps. pt: P's part tiles ([step][part]); row-major
