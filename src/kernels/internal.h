@@ -189,6 +189,9 @@ void PackBf16PanelX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* 
 void PackBf16PanelXTile(const float* const rows[kBf16PanelXTile], size_t k, uint32_t* tile);
 void MatMulBf16Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                       bool accumulate);
+// The tokens (a multiple of kBf16PanelXTile) whose x MatMulBf16Panels keeps cached while every
+// panel pair passes, for k columns: a call over more tokens runs them a block at a time.
+size_t XTokenBlock(size_t k);
 // As avx2::MatMulMxfp4I8 (same contract, bit for bit), with AVX-512 VNNI (vpdpbusd): two row
 // groups per zmm, up to 8 tokens per pass over a block.
 void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, bool accumulate);
@@ -222,6 +225,9 @@ void PackX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* xt);
 void PackXTile(const float* const rows[kXTileTokens], size_t k, uint32_t* tile);
 void MatMulBf16Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                       bool accumulate);
+// The tokens (a multiple of 2 · kXTileTokens) whose A tiles the tile kernels (bf16 and FP8) keep
+// in L2 while every panel pair passes, for k columns: a call over more runs them a block at a time.
+size_t XTokenBlock(size_t k);
 // Roofline probe (calling thread): iterations / kBf16TileChainDivisor rounds of 12 TDPBF16PS
 // (16 · 16 · 32 multiply-adds each) on six accumulators: 12 chains × 1024 flop per iteration.
 inline constexpr size_t kBf16TileChainDivisor = 16;

@@ -226,6 +226,60 @@ PreparedX PrepareRows(KernelContext& ctx, const WeightMatrix& w, const float* x,
   }
 }
 
+// Tokens [t0, t0 + count) of x prepared for a whole-x call; t0 is a multiple of a tiled layout's
+// tile tokens.
+PreparedX TokenSlice(const PreparedX& px, size_t k, size_t t0, size_t count) {
+  PreparedX v = px;
+  v.m = count;
+  if (v.amx_tiles) {
+    v.amx_tiles += t0 / amx::kXTileTokens * TileElems(XLayout::kAmxTiles, k);
+  } else if (v.panel_pairs) {
+    v.panel_pairs += t0 / avx512bf16::kBf16PanelXTile * TileElems(XLayout::kPanelPairs, k);
+  } else if (v.packed_f32) {
+    v.packed_f32 += t0 / avx2::kPackedXTile * TileElems(XLayout::kPackedTiles, k);
+  } else {
+    v = px.Rows(t0, count);
+  }
+  return v;
+}
+
+// Items per thread for each token block of the dynamic GEMM schedule: enough for a thread that
+// runs at a third of the other's speed to end within an item of it.
+constexpr size_t kGemmItemsPerThread = 6;
+
+// Runs a whole-x call's rows [0, rows) of W (ranges in multiples of `grain`) over x prepared for
+// it: fn(x', t0, n0, n1, thread) computes y rows [t0, t0 + x'.m) and columns [n0, n1).
+// Decode (x below kGemmMinM rows) and row kernels that pack x themselves split the rows
+// statically, a range per thread (a thread keeps touching the same weight rows from call to
+// call). A GEMM over a tiled x takes items of (token block, row chunk) handed out one at a time,
+// all chunks of a token block before the next block: a thread running slower (an SMT sibling or a
+// neighbour busy, a lower clock) takes fewer items instead of the call waiting on its half. The
+// token block is the one the row kernel keeps cached while its rows pass, so every item is whole
+// passes of the kernel, and both threads read W once per token block between them, as the
+// static halves did.
+template <typename Fn>
+void ForEachGemmItem(KernelContext& ctx, const PreparedX& px, size_t k, size_t rows, size_t grain,
+                     const Fn& fn) {
+  ThreadPool& pool = ctx.pool();
+  const bool tiled = px.amx_tiles || px.panel_pairs || px.packed_f32;
+  if (px.m < kGemmMinM || !tiled || pool.num_threads() == 1) {
+    pool.ParallelForWithThread(
+        rows, grain, [&](size_t n0, size_t n1, size_t thread) { fn(px, 0, n0, n1, thread); });
+    return;
+  }
+  const size_t tb = px.amx_tiles     ? amx::XTokenBlock(k)
+                    : px.panel_pairs ? avx512bf16::XTokenBlock(k)
+                                     : px.m;
+  const size_t blocks = (px.m + tb - 1) / tb;
+  const size_t target = pool.num_threads() * kGemmItemsPerThread;
+  const size_t chunk = std::max<size_t>(1, (rows / grain + target - 1) / target) * grain;
+  const size_t chunks = (rows + chunk - 1) / chunk;
+  pool.ParallelForDynamic(blocks * chunks, [&](size_t item, size_t thread) {
+    const size_t t0 = item / chunks * tb, n0 = item % chunks * chunk;
+    fn(TokenSlice(px, k, t0, std::min(tb, px.m - t0)), t0, n0, std::min(rows, n0 + chunk), thread);
+  });
+}
+
 }  // namespace
 
 PreparedX AllocateQ8X(size_t m, size_t k, ScratchBuffer& buf) {
@@ -339,10 +393,11 @@ void MatMul(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* 
   }
   const PreparedX px = PrepareRows(ctx, w, x, ldx, nullptr, m, w.cols, ctx.call().x,
                                    /*parallel=*/m >= kGemmMinM, /*whole=*/true);
-  ctx.pool().ParallelForWithThread(
-      w.rows, MatMulRowGrain(ctx, w, m), [&](size_t n0, size_t n1, size_t thread) {
-        MatMulRows(ctx, px, w, n0, n1, y, ldy, accumulate, ctx.worker(thread));
-      });
+  ForEachGemmItem(ctx, px, w.cols, w.rows, MatMulRowGrain(ctx, w, m),
+                  [&](const PreparedX& xs, size_t t0, size_t n0, size_t n1, size_t thread) {
+                    MatMulRows(ctx, xs, w, n0, n1, y + t0 * ldy, ldy, accumulate,
+                               ctx.worker(thread));
+                  });
 }
 
 void MatMulSharedX(const float* x, size_t ldx, size_t m, std::span<const MatMulOutput> outs,
@@ -367,14 +422,16 @@ void MatMulSharedX(const float* x, size_t ldx, size_t m, std::span<const MatMulO
   std::vector<size_t> offset(outs.size() + 1, 0);
   for (size_t i = 0; i < outs.size(); ++i)
     offset[i + 1] = offset[i] + (outs[i].w->rows + grain - 1) / grain * grain;
-  ctx.pool().ParallelForWithThread(offset.back(), grain, [&](size_t n0, size_t n1, size_t thread) {
-    for (size_t i = 0; i < outs.size(); ++i) {
-      const size_t lo = offset[i], b = std::max(n0, lo), e = std::min(n1, lo + outs[i].w->rows);
-      if (b < e)
-        MatMulRows(ctx, px, *outs[i].w, b - lo, e - lo, outs[i].y, outs[i].ldy, false,
-                   ctx.worker(thread));
-    }
-  });
+  ForEachGemmItem(
+      ctx, px, w0.cols, offset.back(), grain,
+      [&](const PreparedX& xs, size_t t0, size_t n0, size_t n1, size_t thread) {
+        for (size_t i = 0; i < outs.size(); ++i) {
+          const size_t lo = offset[i], b = std::max(n0, lo), e = std::min(n1, lo + outs[i].w->rows);
+          if (b < e)
+            MatMulRows(ctx, xs, *outs[i].w, b - lo, e - lo, outs[i].y + t0 * outs[i].ldy,
+                       outs[i].ldy, false, ctx.worker(thread));
+        }
+      });
 }
 
 void MatMulReference(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* y,

@@ -116,6 +116,10 @@ size_t XTileElems(size_t m, size_t k) {
   return (m + kTokens - 1) / kTokens * TileSteps(k) * kTileWords;
 }
 
+size_t XTokenBlock(size_t k) {
+  return TokenBlock(TileSteps(k) * kTileWords);
+}
+
 size_t WTileElems(size_t k) {
   return 2 * TileSteps(k) * kTileWords;
 }

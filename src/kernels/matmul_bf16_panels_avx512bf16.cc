@@ -186,6 +186,12 @@ void PackBf16PanelX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* 
   }
 }
 
+size_t XTokenBlock(size_t k) {
+  constexpr size_t kXBudget = 2 << 20;
+  const size_t tile_bytes = (k + 1) / 2 * kTile * sizeof(uint32_t);
+  return (kXBudget / tile_bytes > 1 ? kXBudget / tile_bytes : 1) * kTile;
+}
+
 void MatMulBf16Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                       bool accumulate) {
   const size_t k = w.cols, pairs = (k + 1) / 2, panels = (w.rows + kRows - 1) / kRows;
@@ -213,9 +219,7 @@ void MatMulBf16Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float
   // streams past x once per token block. A token block's x (at most kXBudget) is read again for
   // every panel pair: from L2 while it fits, else from the LLC, where the tile's sequential reads
   // of 48 bytes per column pair keep up. Each tile: 12 tokens × 32 rows, 24 accumulators.
-  constexpr size_t kXBudget = 2 << 20;
-  const size_t tile_bytes = pairs * kTile * sizeof(uint32_t);
-  const size_t mc = (kXBudget / tile_bytes > 1 ? kXBudget / tile_bytes : 1) * kTile;
+  const size_t mc = XTokenBlock(k);
   // The block after panels [p, p + 2) of token block t0: the next two panels, else the first two
   // for the next token block; none after the last.
   auto next_block = [&](size_t t0, size_t p) {
