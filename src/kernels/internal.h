@@ -251,6 +251,10 @@ void GemmFp8(const uint32_t* xt, size_t m, const QuantRows& w, float* y, size_t 
 // wb: WTileElems(k) uint32 (two panels' B tiles), scales: Fp8ScaleFloats(k) f32, 64-byte aligned.
 void MatMulFp8Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                      bool accumulate, uint32_t* wb, float* scales);
+// Whether MatMulFp8Panels takes the kFp8Panel view w (its scale blocks on tile steps).
+inline bool Fp8PanelTiles(const WeightMatrix& w) {
+  return w.col0 % 32 == 0 && w.cols <= kMaxFp8Cols;
+}
 // GEMV on a kFp8Panel view with w.col0 % 4 == 0 (matmul_fp8_panels_amx.cc, AVX-512 VBMI and BF16,
 // not the tile unit): y[t, r] (= or +=) for t < m (1..kFp8GemvMaxTokens), r < w.rows. xp: x as
 // the vdpbf16ps panel kernels take it (avx512bf16::PackBf16PanelX: one tile of kBf16PanelXTile

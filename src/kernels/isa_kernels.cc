@@ -271,10 +271,11 @@ void AmxQuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n
 // the AVX2 panel GEMM above. Emerald Rapids, FP8 bench checkpoint, alternating rounds: decode
 // batch 1 53.3 / 60.3 / 47.3 / 41.6 / 51.0 tok/s with the byte-table GEMV, 44.6 / 49.5 / 47.3 /
 // 40.9 / 45.6 with the f32 GEMV; 4 and 7 tokens from the LLC (bench_quant --hot) 10.8-12.4 GB/s on
-// the tiles where the f32 GEMV reads 5.3-9.6.
+// the tiles where the f32 GEMV reads 5.3-9.6. A whole-x call from kGemmMinM tokens hands over x
+// already packed in AMX tiles (any slice of it, even of 1-3 tokens, goes to the tile kernel).
 void AmxFp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                      size_t ldy, bool accumulate, WorkerScratch& s) {
-  if (x.m <= amx::kFp8GemvMaxTokens && w.col0 % 4 == 0) {
+  if (!x.amx_tiles && x.m <= amx::kFp8GemvMaxTokens && w.col0 % 4 == 0) {
     uint32_t* xp = s.xpack.As<uint32_t>(avx512bf16::Bf16PanelXPairs(x.m, w.cols));
     avx512bf16::PackBf16PanelX(x.f32, x.ld, x.m, w.cols, xp);
     return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
@@ -282,17 +283,24 @@ void AmxFp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_
                                 amx::GemvFp8Panels(xp, x.m, Fp8PanelRows(w, g0, n), yg, ldyg, acc);
                               });
   }
-  const bool tiles = w.col0 % 32 == 0 && w.cols <= amx::kMaxFp8Cols;
+  const bool tiles = amx::Fp8PanelTiles(w);
   if (!tiles && x.m < kGemmMinM)
     return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                               [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
                                 avx512bf16::GemvFp8Panels(x.f32, x.ld, x.m, Fp8PanelRows(w, g0, n),
                                                           yg, ldyg, acc);
                               });
-  if (!tiles) return Avx2Fp8PanelRows(x, w, n0, n1, y, ldy, accumulate, s);
+  if (!tiles) {
+    if (x.amx_tiles) __builtin_trap();  // matmul.cc tiles x only for views the kernel takes
+    return Avx2Fp8PanelRows(x, w, n0, n1, y, ldy, accumulate, s);
+  }
   const size_t k = w.cols;
-  uint32_t* xt = s.xpack.As<uint32_t>(amx::XTileElems(x.m, k));
-  amx::PackX(x.f32, x.ld, x.m, k, xt);
+  const uint32_t* xt = x.amx_tiles;
+  if (!xt) {
+    uint32_t* own = s.xpack.As<uint32_t>(amx::XTileElems(x.m, k));
+    amx::PackX(x.f32, x.ld, x.m, k, own);
+    xt = own;
+  }
   uint32_t* wb = s.pack.As<uint32_t>(amx::WTileElems(k));
   float* scales = s.fp8_scales.As<float>(amx::Fp8ScaleFloats(k));
   RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
@@ -392,6 +400,7 @@ constexpr IsaKernels WithTiles(IsaKernels t) {
   t.rows[static_cast<size_t>(WeightKind::kBf16Panel)] = AmxBf16PanelRows;
   t.rows[static_cast<size_t>(WeightKind::kFp8Panel)] = AmxFp8PanelRows;
   t.whole_x_layout[static_cast<size_t>(WeightKind::kBf16Panel)] = kAmxTiles;
+  t.whole_x_layout[static_cast<size_t>(WeightKind::kFp8Panel)] = kAmxTiles;
   t.attention_tile = amx::AttentionTile;
   t.bf16_tile = {Probe<float, amx::Bf16TileChains>,
                  16.0 * 16 * 32 * 2 / amx::kBf16TileChainDivisor};

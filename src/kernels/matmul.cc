@@ -99,10 +99,18 @@ size_t TileElems(XLayout layout, size_t k) {
   }
 }
 
-// The whole-x layout for m rows: the AMX tiles only from kGemmMinM rows (below, the vdpbf16ps
-// GEMV streams the weights once, which the tile kernel's per-call B tiles would not beat).
-XLayout WholeLayoutForM(XLayout layout, size_t m) {
-  return layout == XLayout::kAmxTiles && m < kGemmMinM ? XLayout::kPanelPairs : layout;
+// The whole-x layout for m rows of x over w (`grouped`: MoE experts' rows, GroupedX). The AMX
+// tiles only from kGemmMinM rows: below, bf16 panels take the vdpbf16ps GEMV's 12-token pair
+// tiles (streaming the weights once, which the tile kernel's B tiles would not beat) and FP8
+// panels f32 rows (their GEMVs, and the tile kernel from 4 tokens, pack them). FP8 panels take
+// the tiles for whole calls only, and only views the tile kernel takes (amx::Fp8PanelTiles);
+// experts' rows stay f32, packed by each expert's item, so experts with 1-3 rows keep the GEMV.
+XLayout WholeLayoutForM(const IsaKernels& kern, const WeightMatrix& w, size_t m, bool grouped) {
+  const WeightKind kind = KindOf(w);
+  const XLayout layout = kern.whole_x_layout[static_cast<size_t>(kind)];
+  if (layout != XLayout::kAmxTiles) return layout;
+  if (kind != WeightKind::kFp8Panel) return m < kGemmMinM ? XLayout::kPanelPairs : layout;
+  return m >= kGemmMinM && !grouped && amx::Fp8PanelTiles(w) ? layout : XLayout::kRoundedF32;
 }
 
 // Whole x for a panel kernel (a tiled layout), packed once for the call, a tile per task, instead
@@ -162,8 +170,7 @@ PreparedX PrepareRows(KernelContext& ctx, const WeightMatrix& w, const float* x,
                       const size_t* rows, size_t m, size_t k, ScratchBuffer& buf, bool parallel,
                       bool whole = false) {
   const IsaKernels& kern = ctx.kernels();
-  const XLayout whole_layout =
-      WholeLayoutForM(kern.whole_x_layout[static_cast<size_t>(KindOf(w))], m);
+  const XLayout whole_layout = WholeLayoutForM(kern, w, m, /*grouped=*/false);
   const XLayout layout = whole ? whole_layout : RowLayout(whole_layout);
   auto src = [&](size_t i) { return x + (rows ? rows[i] : i) * ldx; };
   auto for_rows = [&](const auto& fn) {
@@ -326,8 +333,7 @@ GroupedX::GroupedX(KernelContext& ctx, const WeightMatrix& w, const float* x, si
     : offset_(offset) {
   size_t largest = 0;
   for (size_t g = 0; g < groups; ++g) largest = std::max(largest, offset[g + 1] - offset[g]);
-  const XLayout layout =
-      WholeLayoutForM(ctx.kernels().whole_x_layout[static_cast<size_t>(KindOf(w))], largest);
+  const XLayout layout = WholeLayoutForM(ctx.kernels(), w, largest, /*grouped=*/true);
   if (!IsTiled(layout)) {
     px_ = PrepareRows(ctx, w, x, ldx, rows, offset[groups], k, buf, /*parallel=*/true);
     return;
@@ -407,8 +413,9 @@ void MatMulSharedX(const float* x, size_t ldx, size_t m, std::span<const MatMulO
   bool same = true;
   for (const MatMulOutput& o : outs) {
     CheckShapes(x, ldx, m, *o.w, o.y, o.ldy);
+    // (col0: an FP8 view's scale blocks decide whether the tile kernels, and their x, serve it.)
     same = same && o.w->format == w0.format && o.w->dtype == w0.dtype && o.w->cols == w0.cols &&
-           o.w->cols > 0;
+           o.w->col0 == w0.col0 && o.w->cols > 0;
   }
   if (!same || m == 0) {  // x is prepared per weight format: one MatMul each
     for (const MatMulOutput& o : outs) MatMul(x, ldx, m, *o.w, o.y, o.ldy, ctx);

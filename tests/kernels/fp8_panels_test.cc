@@ -168,6 +168,34 @@ TEST_P(Fp8PanelsEveryIsa, MatMulMatchesBlockReference) {
   }
 }
 
+// A prefill's x over several of the GEMM's token blocks (128 tokens each at k = 4096 on amx):
+// whole-x calls hand out (token block, row chunk) items, the last block here 2 tokens, which the
+// tile kernel takes from the call's packed tiles; rows in several chunks, an odd last panel.
+TEST_P(Fp8PanelsEveryIsa, MatMulOverSeveralTokenBlocksMatchesBlockReference) {
+  std::mt19937 rng(11);
+  ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
+  const size_t m = 258, n = 72, k = 4096;
+  const Fp8 f = RandomFp8(n, k, rng);
+  const WeightMatrix src = f.View(0, n, 0, k);
+  const Panels p = Repack(src);
+  const std::vector<float> x = RandomF32(m * k, rng, -2, 2);
+  std::vector<float> y(m * n), ref(m * n);
+  MatMul(x.data(), k, m, p.view, y.data(), n, ctx);
+  MatMulReference(x.data(), k, m, src, ref.data(), n, false);
+  std::vector<float> row(k);
+  for (size_t r = 0; r < n; ++r) {
+    DequantizeRow(src, r, 0, k, row.data());
+    for (size_t t = 0; t < m; ++t) {
+      double abs_sum = 0;
+      for (size_t c = 0; c < k; ++c)
+        abs_sum += std::fabs(double(RoundToBf16(x[t * k + c])) * row[c]);
+      ASSERT_NEAR(y[t * n + r], ref[t * n + r], 2 * SumTolerance(k, abs_sum))
+          << IsaName(GetParam()) << " t " << t << " r " << r;
+    }
+  }
+}
+
 // The AVX-512 f32 FP8 panel GEMV (the amx table's for views off its 4- and 32-column steps,
 // m < 8) is the AVX2 kernel's register-tile arithmetic lane for lane: the same y bit for bit where
 // the AVX2 kernel uses its tiles (m <= 3; above, it scales each weight before an f32 GEMM), for
