@@ -28,6 +28,7 @@
 #include <cstring>
 
 #include "kernels/amx_tiles.h"
+#include "kernels/attention_avx512_shared.h"
 #include "kernels/internal.h"
 #include "kernels/scratch.h"
 #include "kernels/simd_math_avx512.h"
@@ -128,18 +129,12 @@ struct Buffers {
   }
 };
 
-// e4m3 codes -> exact bf16 bits (16 at a time): the code's magnitude bits at the top of an f32's
-// exponent and mantissa are value · 2^-120; × 2^120 gives the value, whose ≤ 4 significant bits
-// make the bf16 its top half.
+// e4m3 codes -> exact bf16 bits (16 at a time): an e4m3 value's ≤ 4 significant bits make the
+// bf16 the top half of its f32.
 void DecodeFp8Row(const uint8_t* codes, size_t d, uint16_t* out) {
-  const __m512 up = _mm512_set1_ps(0x1p120f);
   for (size_t j = 0; j < d; j += 16) {
-    const __m512i c =
-        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j)));
-    const __m512i bits =
-        _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x7f)), 20),
-                        _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24));
-    const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(bits), up);
+    const __m512 v = E4m3ToF32(
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j))));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j),
                         _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
   }
@@ -240,23 +235,6 @@ struct PositionCursor {
     if (++row == bs) row = 0, ++block;
   }
 };
-
-void PrefetchRows(const AttentionTileArgs& a, size_t from, size_t to) {
-  const size_t d = a.head_dim, bs = a.block_size;
-  const size_t row_bytes = a.k_blocks8 ? d : 2 * d;
-  PositionCursor at(from, bs);
-  for (size_t pos = from; pos < to; ++pos, at.Next(bs)) {
-    const size_t row = at.row * a.num_kv_heads + a.kv_head;
-    const char* kr = a.k_blocks8 ? reinterpret_cast<const char*>(a.k_blocks8[at.block] + row * d)
-                                 : reinterpret_cast<const char*>(a.k_blocks[at.block] + row * d);
-    const char* vr = a.k_blocks8 ? reinterpret_cast<const char*>(a.v_blocks8[at.block] + row * d)
-                                 : reinterpret_cast<const char*>(a.v_blocks[at.block] + row * d);
-    for (size_t off = 0; off < row_bytes; off += 64) {
-      _mm_prefetch(kr + off, _MM_HINT_T1);
-      _mm_prefetch(vr + off, _MM_HINT_T1);
-    }
-  }
-}
 
 // Work items the tiles take: whole 32-dim steps, the scratch's bound (as the AVX-512 tile), and
 // not a decode item over an FP8 cache: there each key's K and V rows are decoded to bf16 rows
@@ -407,7 +385,7 @@ void AttentionTile(const AttentionTileArgs& a) {
     const size_t n_ks = (nk + 31) / 32;
     n_kb = (nk + 15) / 16;
     const size_t pf0 = c0 + kPrefetchChunks * kChunk;
-    if (pf0 < kv_end) PrefetchRows(a, pf0, pf0 + kChunk < kv_end ? pf0 + kChunk : kv_end);
+    if (pf0 < kv_end) PrefetchKvRows(a, pf0, pf0 + kChunk < kv_end ? pf0 + kChunk : kv_end);
 
     // K and V rows of the chunk (FP8: decoded, with their scales).
     PositionCursor at(c0, bs);

@@ -21,6 +21,7 @@
 
 #include <cmath>
 
+#include "kernels/attention_avx512_shared.h"
 #include "kernels/internal.h"
 #include "kernels/simd_math_avx512.h"
 #include "kernels/transpose_avx512.h"
@@ -68,19 +69,13 @@ void Widen(const bf16* src, float* dst, size_t n) {
   }
 }
 
-// e4m3 → f32 exactly: the code's 7 magnitude bits at the top of an f32's exponent/mantissa
-// are value · 2^-120 (subnormal codes become f32 subnormals, also exact); × 2^120 restores it.
+// e4m3 → f32 exactly (E4m3ToF32), then · scale.
 void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
-  const __m512 vs = _mm512_set1_ps(0x1p120f);
   const __m512 s = _mm512_set1_ps(scale);
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 m = TailMask16(n - i);
-    const __m512i c = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, src + i));
-    const __m512i bits =
-        _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x7f)), 20),
-                        _mm512_slli_epi32(_mm512_and_si512(c, _mm512_set1_epi32(0x80)), 24));
-    _mm512_mask_storeu_ps(dst + i, m,
-                          _mm512_mul_ps(_mm512_mul_ps(_mm512_castsi512_ps(bits), vs), s));
+    const __m512 v = E4m3ToF32(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, src + i)));
+    _mm512_mask_storeu_ps(dst + i, m, _mm512_mul_ps(v, s));
   }
 }
 
@@ -311,28 +306,9 @@ void FastTile(const AttentionTileArgs& a) {
     // Rows are ordered by query, so the rows that see any key of this chunk are a suffix.
     const size_t i_first = c0 > a.first_pos + a.q0 ? c0 - a.first_pos : a.q0;
     const size_t r_first = (i_first - a.q0) * group;
-    // K/V rows kPrefetchChunks chunks ahead: blocks are scattered, so the hardware prefetcher
-    // cannot see them coming. Into L2 (T1): fewer L1 miss buffers held, no L1 pollution.
-    for (size_t pos = c0 + kPrefetchChunks * kKeys;
-         pos < MinSize(c0 + (kPrefetchChunks + 1) * kKeys, kv_end); ++pos) {
-      const size_t blk = pos / bs, at = (pos % bs) * a.num_kv_heads + a.kv_head;
-      const char* kr = a.k_blocks8 ? reinterpret_cast<const char*>(a.k_blocks8[blk] + at * d)
-                                   : reinterpret_cast<const char*>(a.k_blocks[blk] + at * d);
-      const char* vr = a.k_blocks8 ? reinterpret_cast<const char*>(a.v_blocks8[blk] + at * d)
-                                   : reinterpret_cast<const char*>(a.v_blocks[blk] + at * d);
-      const size_t row_bytes = a.k_blocks8 ? d : 2 * d;
-#pragma GCC unroll 8
-      for (size_t off = 0; off < row_bytes; off += 64) {
-        _mm_prefetch(kr + off, _MM_HINT_T1);
-        _mm_prefetch(vr + off, _MM_HINT_T1);
-      }
-      if (a.k_blocks8) {
-        _mm_prefetch(reinterpret_cast<const char*>(a.k_blocks8[blk] + a.scale_offset) + at * 4,
-                     _MM_HINT_T1);
-        _mm_prefetch(reinterpret_cast<const char*>(a.v_blocks8[blk] + a.scale_offset) + at * 4,
-                     _MM_HINT_T1);
-      }
-    }
+    // K/V rows kPrefetchChunks chunks ahead.
+    const size_t pf0 = c0 + kPrefetchChunks * kKeys;
+    if (pf0 < kv_end) PrefetchKvRows(a, pf0, MinSize(pf0 + kKeys, kv_end));
     for (size_t k = 0; k < nk; ++k) {
       const size_t pos = c0 + k, blk = pos / bs, at = (pos % bs) * a.num_kv_heads + a.kv_head;
       if (a.k_blocks8) {

@@ -80,31 +80,27 @@ struct NextBlock {
 };
 
 // M tokens (xp: a packed tile at column pair 0 of this block) × P consecutive panels (P · 16
-// rows; the second at panel + stride) over `pairs` column pairs; `odd`: the block's last pair has
-// one column; `rows` ≤ P · 16 of the rows are stored. `next`: its share of the next block.
+// rows; the second at panel + stride) over `pairs` column pairs (an odd k's last pair: its second
+// column zero in the panel and in x); `rows` ≤ P · 16 of the rows are stored. `next`: its share of
+// the next block.
 template <int P, int M>
-void PanelTile(const uint32_t* xp, const bf16* panel, size_t stride, size_t pairs, bool odd,
-               float* y, size_t ldy, size_t rows, bool accumulate, const NextBlock& next) {
+void PanelTile(const uint32_t* xp, const bf16* panel, size_t stride, size_t pairs, float* y,
+               size_t ldy, size_t rows, bool accumulate, const NextBlock& next) {
   __m512 acc[P][M];
   __m512bh w[P];
 #pragma GCC unroll 12
   for (int t = 0; t < M; ++t)
     for (int p = 0; p < P; ++p) acc[p][t] = _mm512_setzero_ps();
-  // The odd last column outside the loop: a branch inside it made GCC keep acc[] in memory.
   // The requests spread evenly over the steps, one before each run of `gap` steps.
-  const size_t full = odd ? pairs - 1 : pairs, requests = next.Requests();
-  const size_t gap = requests == 0 ? full : (full + requests - 1) / requests;
-  for (size_t i = 0, r = 0; i < full; ++r) {
+  const size_t requests = next.Requests();
+  const size_t gap = requests == 0 ? pairs : (pairs + requests - 1) / requests;
+  for (size_t i = 0, r = 0; i < pairs; ++r) {
     if (r < requests) next.Request(r);
-    const size_t end = full - i < gap ? full : i + gap;
+    const size_t end = pairs - i < gap ? pairs : i + gap;
     for (; i < end; ++i) {
       for (int p = 0; p < P; ++p) w[p] = AsBh(LoadPairs(panel + p * stride, i));
       TileStep<P, M>(xp, i, w, acc);
     }
-  }
-  if (odd) {
-    for (int p = 0; p < P; ++p) w[p] = AsBh(LoadPairs(panel + p * stride, full));
-    TileStep<P, M>(xp, full, w, acc);
   }
 #pragma GCC unroll 12
   for (int t = 0; t < M; ++t) {
@@ -113,8 +109,8 @@ void PanelTile(const uint32_t* xp, const bf16* panel, size_t stride, size_t pair
   }
 }
 
-using TileFn = void (*)(const uint32_t*, const bf16*, size_t, size_t, bool, float*, size_t, size_t,
-                        bool, const NextBlock&);
+using TileFn = void (*)(const uint32_t*, const bf16*, size_t, size_t, float*, size_t, size_t, bool,
+                        const NextBlock&);
 template <int P>
 constexpr TileFn kTiles[kTile + 1] = {
     nullptr,          PanelTile<P, 1>,  PanelTile<P, 2>, PanelTile<P, 3>, PanelTile<P, 4>,
@@ -234,7 +230,6 @@ void MatMulBf16Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float
     for (size_t j = 0; j < 2 && p + j < panels; ++j) nb.panel[j] = base + (p + j) * w.row_stride;
     return nb;
   };
-  const bool odd = k % 2 == 1;
   for (size_t t0 = 0; t0 < m; t0 += mc) {
     const size_t t1 = m - t0 < mc ? m : t0 + mc;
     const size_t tiles = (t1 - t0 + kTile - 1) / kTile;
@@ -247,7 +242,7 @@ void MatMulBf16Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float
       for (size_t t = t0; t < t1; t += kTile, ++next.index) {
         const size_t tokens = t1 - t < kTile ? t1 - t : kTile;
         (np == 2 ? kTiles<2> : kTiles<1>)[tokens](
-            xp + t / kTile * pairs * kTile, base + p * w.row_stride, w.row_stride, pairs, odd,
+            xp + t / kTile * pairs * kTile, base + p * w.row_stride, w.row_stride, pairs,
             y + t * ldy + p * kRows, ldy, rows, accumulate, next);
       }
     }
