@@ -15,6 +15,7 @@
 namespace moeserve::kernels {
 
 class ScratchBuffer;
+struct WorkerScratch;
 
 // Row-major "y[t, r] (=|+=) Σ_k x[t, k] · w[r, k]" over t < m, r < rows, k < k. y points at column
 // 0 of the row range, w at its first row.
@@ -228,6 +229,13 @@ void MatMulBf16Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float
 // The tokens (a multiple of 2 · kXTileTokens) whose A tiles the tile kernels (bf16 and FP8) keep
 // in L2 while every panel pair passes, for k columns: a call over more runs them a block at a time.
 size_t XTokenBlock(size_t k);
+// The MXFP4 × Q8 matmul of mxfp4_i8.h (bit for bit MatMulMxfp4I8Reference) with each block's
+// integer dot products on the tile unit (TDPBSSD, matmul_mxfp4_i8_amx.cc); any m, for prefill
+// (the amx table's from kMxfp4I8TileMinTokens tokens). Scratch: s.pack (the decoded B tiles),
+// s.xpack (a last partial token tile), s.fp8_scales (the tokens' block factors). Configures the
+// tiles on entry and releases them on return.
+void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, bool accumulate,
+                   WorkerScratch& s);
 // Roofline probe (calling thread): iterations / kBf16TileChainDivisor rounds of 12 TDPBF16PS
 // (16 · 16 · 32 multiply-adds each) on six accumulators: 12 chains × 1024 flop per iteration.
 inline constexpr size_t kBf16TileChainDivisor = 16;

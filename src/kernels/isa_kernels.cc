@@ -265,6 +265,20 @@ void AmxQuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n
                s.fp8_scales.As<float>(amx::Fp8ScaleFloats(k)));
 }
 
+// MXFP4 × Q8 from kMxfp4I8TileMinTokens tokens on the tile unit (TDPBSSD), below it the VNNI
+// kernel (one 16-token A tile would be mostly padding): the same bits either way.
+constexpr size_t kMxfp4I8TileMinTokens = 32;
+
+void AmxMxfp4I8Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                    size_t ldy, bool accumulate, WorkerScratch& s) {
+  if (x.m < kMxfp4I8TileMinTokens)
+    return Q8GroupRows<avx512bf16::MatMulMxfp4I8>(x, w, n0, n1, y, ldy, accumulate, s);
+  RowsFromGroupStart(kMxfp4I8GroupRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
+                     [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                       amx::MatMulMxfp4I8(x.q8, Mxfp4I8Rows(w, g0, n), yg, ldyg, acc, s);
+                     });
+}
+
 // FP8 panels: up to 3 tokens the byte-table vdpbf16ps GEMV (amx::GemvFp8Panels, where the view's
 // columns start on a 4-column group), from 4 the tile unit (views on its 32-column steps; up to 32
 // tokens each step's B tiles decoded just before use), else the f32-FMA GEMV below kGemmMinM and
@@ -399,6 +413,7 @@ constexpr IsaKernels WithTiles(IsaKernels t) {
   t.rows[static_cast<size_t>(WeightKind::kFp8Block)] = AmxQuantRows;
   t.rows[static_cast<size_t>(WeightKind::kBf16Panel)] = AmxBf16PanelRows;
   t.rows[static_cast<size_t>(WeightKind::kFp8Panel)] = AmxFp8PanelRows;
+  t.rows[static_cast<size_t>(WeightKind::kMxfp4I8)] = AmxMxfp4I8Rows;
   t.whole_x_layout[static_cast<size_t>(WeightKind::kBf16Panel)] = kAmxTiles;
   t.whole_x_layout[static_cast<size_t>(WeightKind::kFp8Panel)] = kAmxTiles;
   t.attention_tile = amx::AttentionTile;

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/e8m0_avx512.h"
 #include "kernels/exponent_window.h"
 #include "kernels/internal.h"
 
@@ -175,14 +176,9 @@ struct GroupPair {
                    : _mm_setzero_si128());
   }
 
-  // The 16 rows' scales of block b, 2^(e − 127) in f32 as E8M0ToFloat: e << 23 is the exact power
-  // for e = 1 .. 254; e = 0 gives +0, which max() lifts to 2^-127; e = 255 gives +inf, and f − f
-  // (0 for finite f, NaN for inf) turns that into NaN while adding +0 to every other value.
+  // The 16 rows' scales of block b, 2^(e − 127) in f32 as E8M0ToFloat.
   __m512 ScalesInterleaved(size_t b) const { return ScalesOf(ScaleBytesInterleaved(b)); }
-  static __m512 ScalesOf(__m128i e) {
-    const __m512 f = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu8_epi32(e), 23));
-    return _mm512_add_ps(_mm512_max_ps(f, _mm512_set1_ps(0x1p-127f)), _mm512_sub_ps(f, f));
-  }
+  static __m512 ScalesOf(__m128i e) { return E8m0ToF32x16(e); }
   template <bool kSecond>
   __m512 ScalesAs(size_t b) const {
     return ScalesOf(ScaleBytesAs<kSecond>(b));

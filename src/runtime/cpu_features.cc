@@ -49,11 +49,11 @@ CpuFeatures Detect() {
   f.avx512vl = zmm_ok && (b & (1u << 31));
   f.avx512_vnni = zmm_ok && (c & (1u << 11));
   f.avx512_vbmi = zmm_ok && (c & (1u << 1));
-  const bool amx_tile = d & (1u << 24), amx_bf16 = d & (1u << 22);
+  const bool amx_tile = d & (1u << 24), amx_bf16 = d & (1u << 22), amx_int8 = d & (1u << 25);
   __cpuid_count(7, 1, a, b, c, d);
   f.avx512_bf16 = zmm_ok && (a & (1u << 5));
   const bool tiles_ok = (xlo & (3u << 17)) == (3u << 17);  // XTILECFG and XTILEDATA
-  f.amx_bf16 = amx_tile && amx_bf16 && tiles_ok && RequestTileData();
+  f.amx_bf16 = amx_tile && amx_bf16 && amx_int8 && tiles_ok && RequestTileData();
 #endif
   return f;
 }

@@ -16,9 +16,10 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_bf16 = false, avx512_vnni = false, avx512_vbmi = false;
-  // The CPU has AMX-TILE and AMX-BF16 and the OS saves the tile state (XCR0 bits 17, 18), and
-  // Linux granted this process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once here):
-  // without the grant the first tile instruction faults.
+  // The CPU has AMX-TILE, AMX-BF16 and AMX-INT8 (every AMX CPU so far has all three) and the OS
+  // saves the tile state (XCR0 bits 17, 18), and Linux granted this process the tile data
+  // (arch_prctl ARCH_REQ_XCOMP_PERM, asked once here): without the grant the first tile
+  // instruction faults.
   bool amx_bf16 = false;
 };
 

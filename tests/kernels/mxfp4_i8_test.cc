@@ -16,6 +16,7 @@
 #include "kernels/matmul.h"
 #include "kernels/moe.h"
 #include "kernels/quant.h"
+#include "kernels/scratch.h"
 #include "runtime/cpu_features.h"
 #include "runtime/thread_pool.h"
 #include "test_util.h"
@@ -306,6 +307,19 @@ TEST(Mxfp4I8MatMul, Avx512VnniEqualsReferenceBitForBit) {
   ExpectKernelMatchesReferenceOnOddShapes(avx512bf16::MatMulMxfp4I8, rng);
 }
 
+// The tile kernel at every m (the amx table takes it from 8 tokens; below, the VNNI kernel).
+void AmxMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, bool accumulate) {
+  static WorkerScratch scratch;
+  amx::MatMulMxfp4I8(x, w, y, ldy, accumulate, scratch);
+}
+
+TEST(Mxfp4I8MatMul, AmxInt8EqualsReferenceBitForBit) {
+  if (BestIsa() < Isa::kAmx)
+    GTEST_SKIP() << "amx is not available on this machine (it runs " << IsaName(BestIsa()) << ")";
+  std::mt19937 rng(31);
+  ExpectKernelMatchesReferenceOnOddShapes(AmxMxfp4I8, rng);
+}
+
 TEST(Mxfp4I8MatMul, SubViewEqualsRowsOfWholeMatrix) {
   std::mt19937 rng(32);
   const size_t rows = 40, k = 96, m = 5;
@@ -488,7 +502,8 @@ TEST_P(Mxfp4I8MatMulEveryIsa, PublicMatMulAndMoeMatchReference) {
   KernelContext ctx(pool, isa());
   const size_t hidden = 96, inter = 64, experts = 5, top_k = 2;
   const Isa isa = GetParam();
-  for (size_t m : {1, 3, 8, 17}) {
+  // m = 80: the amx table's tile kernel (from 32 tokens; experts get 32 each here).
+  for (size_t m : {1, 3, 8, 17, 80}) {
     const Mxfp4 src = RandomMxfp4(40, hidden, 0, hidden, rng);
     const Repacked w = Repack(src.view);
     const std::vector<float> x = RandomX(m, hidden, rng);
@@ -525,7 +540,7 @@ TEST_P(Mxfp4I8MatMulEveryIsa, MoeBitsDoNotDependOnTheThreadCount) {
   const size_t hidden = 64, inter = 160, experts = 4, top_k = 2;
   const RepackedExperts ex = RandomRepackedExperts(experts, hidden, inter, rng);
   const std::vector<ExpertWeights>& ew = ex.weights;
-  for (size_t m : {1, 5, 24}) {
+  for (size_t m : {1, 5, 24, 70}) {
     std::vector<int32_t> idx(m * top_k);
     std::vector<float> wt(m * top_k);
     for (size_t t = 0; t < m; ++t) {

@@ -1,0 +1,199 @@
+// AMX-INT8 kernel of mxfp4_i8.h: the MXFP4 × Q8 matmul's exact block dot products on the tile
+// unit (TDPBSSD), scaled into f32 on the vector units. Bit-identical to MatMulMxfp4I8Reference,
+// as the AVX2 and VNNI kernels are: each 32-column block's integer dot is exact wherever it is
+// summed, and the f32 steps are the reference's own, per token and row, in block order.
+//
+// Why: on the AMX cores the VNNI kernel spends ~17 vector instructions per token, 16 rows and 32
+// columns (8 vpdpbusd, broadcasts, the scale) and an MXFP4 prefill's experts were bound by them
+// (~68% of the vpdpbusd peak, two thirds of the prefill). One TDPBSSD does 16 tokens × 16 rows ×
+// 32 columns; what stays on the vector units is the block's scale: per token and 16 rows a
+// convert, a multiply and a multiply-add.
+//
+// Tiles (K = 32: one scale block per product, so that each block's sums can be scaled apart):
+//   A = 16 tokens × 32 int8 activations, read straight from the Q8 rows (stride ldq);
+//   B = 8 K-quads × 16 weight rows × 4 int8 (2·e2m1, signed: TDPBSSD multiplies signed by
+//       signed, so no offset): row 2c of block b is the low nibbles of the repacked chunk c of
+//       group g (8 rows × 4 columns, 32 bytes) and of group g + 1, row 2c + 1 their high nibbles
+//       (mxfp4_i8.h's layout is already this, one vpshufb per half away);
+//   C = 16 tokens × 16 rows of int32 block sums, stored and scaled into f32 accumulators
+//       (acc[t] = fmaf(float(S), dw · h[t], acc[t]), dw the 16 rows' 2^(e − 127), h = 0.5·d).
+// Four C tiles in flight, so the tile unit works on blocks b + 1 .. b + 3 while the vector units
+// scale b.
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/amx_tiles.h"
+#include "kernels/e8m0_avx512.h"
+#include "kernels/internal.h"
+#include "kernels/mxfp4_i8.h"
+#include "kernels/scratch.h"
+
+// c += a · b over signed int8 (AT&T operand order: b, a, c); tile numbers constant expressions.
+#define MOESERVE_TILE_DPBSSD_N(c, a, b) \
+  __asm__ volatile("tdpbssd %%tmm%c0, %%tmm%c1, %%tmm%c2" ::"i"(b), "i"(a), "i"(c) : "memory")
+
+namespace moeserve::kernels::amx {
+namespace {
+
+constexpr size_t kBlock = kMxfp4I8Block;
+constexpr size_t kGroupRows = kMxfp4I8GroupRows;
+constexpr size_t kBlockCodeBytes = 128;
+constexpr size_t kTokens = 16;                         // tokens per A tile and per pass
+constexpr size_t kATileBytes = kTokens * kBlock;       // 16 tokens × 32 activations
+constexpr size_t kBTileBytes = kBlock / 4 * 64;        // 8 K-quads × 64 bytes
+// In flight: 4 C tiles (tmm0-3, blocks b .. b + 3), their A and B tiles alternating (tmm4 / 5
+// and tmm6 / 7).
+constexpr int kInFlight = 4;
+constexpr int ATile(int c) {
+  return 4 + c % 2;
+}
+constexpr int BTile(int c) {
+  return 6 + c % 2;
+}
+
+// Palette 1 with this kernel's shapes: C 16 × 64 bytes, A 16 × 32, B 8 × 64.
+void ConfigureInt8Tiles() {
+  TileConfig config;
+  for (int t = 0; t < kInFlight; ++t) config.colsb[t] = 64, config.rows[t] = 16;
+  for (int t : {4, 5}) config.colsb[t] = 32, config.rows[t] = 16;
+  for (int t : {6, 7}) config.colsb[t] = 64, config.rows[t] = kBlock / 4;
+  __asm__ volatile("ldtilecfg %0" ::"m"(config) : "memory");
+}
+
+// B tiles of every block of rows 16p .. 16p + 15 (groups g = 2p and g + 1; `second` false: a lone
+// last group, the high halves zero), block b at out + b · kBTileBytes.
+void DecodeBTiles(const WeightMatrix& w, size_t g, bool second, size_t blocks, int8_t* out) {
+  const __m512i lut = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  const auto* codes = static_cast<const uint8_t*>(w.data) + g * w.row_stride;
+  for (size_t b = 0; b < blocks; ++b)
+    for (int c = 0; c < 4; ++c) {
+      const uint8_t* p = codes + b * kBlockCodeBytes + 32 * c;
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+      const __m512i v =
+          second ? _mm512_inserti64x4(
+                       _mm512_castsi256_si512(lo),
+                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + w.row_stride)), 1)
+                 : _mm512_zextsi256_si512(lo);
+      int8_t* row = out + b * kBTileBytes + 2 * c * 64;
+      _mm512_store_si512(row, _mm512_shuffle_epi8(lut, _mm512_and_si512(v, nibble)));
+      _mm512_store_si512(row + 64, _mm512_shuffle_epi8(
+                                       lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble)));
+    }
+}
+
+// The 16 rows' scales of block b (group g's 8, then g + 1's; zeros past a lone group).
+inline __m512 RowScales(const WeightMatrix& w, size_t g, bool second, size_t b) {
+  const auto* s = static_cast<const uint8_t*>(w.scales) + g * w.scale_stride + b * kGroupRows;
+  const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s));
+  return E8m0ToF32x16(
+      second ? _mm_unpacklo_epi64(lo, _mm_loadl_epi64(
+                                          reinterpret_cast<const __m128i*>(s + w.scale_stride)))
+             : lo);
+}
+
+// Block b's product into C tile kC: A from the token tile's activations, B from its decoded tile.
+template <int kC>
+[[gnu::always_inline]] inline void Issue(const int8_t* a, const int8_t* bt) {
+  constexpr int kA = ATile(kC), kB = BTile(kC);
+  __asm__ volatile("tilezero %%tmm%c0" ::"i"(kC) : "memory");
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm%c2" ::"r"(a), "r"(static_cast<long>(kBlock)), "i"(kA)
+                   : "memory");
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm%c2" ::"r"(bt), "r"(64L), "i"(kB) : "memory");
+  MOESERVE_TILE_DPBSSD_N(kC, kA, kB);
+}
+
+// C tile kC (block b's sums) scaled into acc: acc[t] = fmaf(float(S[t]), dw · h[t], acc[t]).
+template <int kC>
+[[gnu::always_inline]] inline void Drain(const __m512 dw, const float* h, int32_t* buf,
+                                         __m512 acc[kTokens]) {
+  MOESERVE_TILE_STORE_N(kC, buf, 64);
+#pragma GCC unroll 16
+  for (size_t t = 0; t < kTokens; ++t) {
+    const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(h[t]));
+    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(buf + t * 16)), scale, acc[t]);
+  }
+}
+
+// One token tile (a: its A tiles, [blocks][16 tokens][32]; h: [blocks][16] of 0.5·d) against the 16
+// rows of bt's decoded blocks, stored into y (tokens × rows).
+void TokenPass(const int8_t* a, const float* h, const int8_t* bt, const WeightMatrix& w,
+               size_t g, bool second, size_t blocks, float* y, size_t ldy, size_t tokens,
+               size_t rows, bool accumulate) {
+  alignas(64) int32_t buf[kInFlight][kTokens * 16];
+  __m512 acc[kTokens];
+#pragma GCC unroll 16
+  for (size_t t = 0; t < kTokens; ++t) acc[t] = _mm512_setzero_ps();
+  auto issue = [&]<int kC>(size_t b) {
+    if (b < blocks) Issue<kC>(a + b * kATileBytes, bt + b * kBTileBytes);
+  };
+  auto drain = [&]<int kC>(size_t b) {
+    if (b < blocks) Drain<kC>(RowScales(w, g, second, b), h + b * kTokens, buf[kC], acc);
+  };
+  issue.template operator()<0>(0);
+  issue.template operator()<1>(1);
+  issue.template operator()<2>(2);
+  issue.template operator()<3>(3);
+  for (size_t b = 0; b < blocks; b += kInFlight) {
+    drain.template operator()<0>(b);
+    issue.template operator()<0>(b + 4);
+    drain.template operator()<1>(b + 1);
+    issue.template operator()<1>(b + 5);
+    drain.template operator()<2>(b + 2);
+    issue.template operator()<2>(b + 6);
+    drain.template operator()<3>(b + 3);
+    issue.template operator()<3>(b + 7);
+  }
+  const __mmask16 mask = rows >= 16 ? __mmask16(0xffff) : __mmask16((1u << rows) - 1);
+  for (size_t t = 0; t < tokens; ++t) {
+    __m512 v = acc[t];
+    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y + t * ldy));
+    _mm512_mask_storeu_ps(y + t * ldy, mask, v);
+  }
+}
+
+}  // namespace
+
+void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, bool accumulate,
+                   WorkerScratch& s) {
+  const size_t blocks = x.k / kBlock, groups = (w.rows + kGroupRows - 1) / kGroupRows;
+  const size_t tiles = (x.m + kTokens - 1) / kTokens;
+  if (x.m == 0 || w.rows == 0) return;
+  // h = 0.5·d per token tile and block, [tile][block][16 tokens] (tokens past m: 0), so that a
+  // pass broadcasts each from memory.
+  float* h = s.fp8_scales.As<float>(tiles * blocks * kTokens);
+  for (size_t t = 0; t < tiles * kTokens; ++t)
+    for (size_t b = 0; b < blocks; ++b)
+      h[(t / kTokens * blocks + b) * kTokens + t % kTokens] =
+          t < x.m ? 0.5f * x.d[t * x.ldd + b] : 0.0f;
+  // The activations as A tiles, [tile][block][16 tokens][32] (tokens past m zero): a tile load
+  // reads 8 whole lines instead of half a line from each of 16 rows ldq apart (the kernel at 512
+  // tokens: 1.30 -> 1.50x the VNNI kernel's rate).
+  int8_t* xa = s.xpack.As<int8_t>(tiles * blocks * kATileBytes);
+  for (size_t t = 0; t < tiles * kTokens; ++t)
+    for (size_t b = 0; b < blocks; ++b) {
+      int8_t* dst = xa + ((t / kTokens * blocks + b) * kTokens + t % kTokens) * kBlock;
+      if (t < x.m)
+        std::memcpy(dst, x.q + t * x.ldq + b * kBlock, kBlock);
+      else
+        std::memset(dst, 0, kBlock);
+    }
+  int8_t* bt = s.pack.As<int8_t>(blocks * kBTileBytes);
+  ConfigureInt8Tiles();
+  for (size_t g = 0; g < groups; g += 2) {
+    const bool second = g + 1 < groups;
+    const size_t left = w.rows - g * kGroupRows, rows = left < 16 ? left : 16;
+    DecodeBTiles(w, g, second, blocks, bt);
+    for (size_t tile = 0; tile < tiles; ++tile) {
+      const size_t tokens = x.m - tile * kTokens < kTokens ? x.m - tile * kTokens : kTokens;
+      TokenPass(xa + tile * blocks * kATileBytes, h + tile * blocks * kTokens, bt, w, g, second,
+                blocks, y + tile * kTokens * ldy + g * kGroupRows, ldy, tokens, rows, accumulate);
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace moeserve::kernels::amx
