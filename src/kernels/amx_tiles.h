@@ -32,6 +32,15 @@
 #define MOESERVE_TILE_DP_N(c, a, b) \
   __asm__ volatile("tdpbf16ps %%tmm%c0, %%tmm%c1, %%tmm%c2" ::"i"(b), "i"(a), "i"(c) : "memory")
 
+#define MOESERVE_TILE_LOAD_N(tmm, base, stride)                                                 \
+  __asm__ volatile("tileloadd (%0,%1,1), %%tmm%c2" ::"r"(base), "r"(static_cast<long>(stride)), \
+                   "i"(tmm)                                                                     \
+                   : "memory")
+#define MOESERVE_TILE_ZERO_N(tmm) __asm__ volatile("tilezero %%tmm%c0" ::"i"(tmm) : "memory")
+// c += a · b over signed int8 bytes into int32 (AMX-INT8), tile numbers constant expressions.
+#define MOESERVE_TILE_DPBSSD_N(c, a, b) \
+  __asm__ volatile("tdpbssd %%tmm%c0, %%tmm%c1, %%tmm%c2" ::"i"(b), "i"(a), "i"(c) : "memory")
+
 namespace moeserve::kernels::amx {
 
 // The geometry every AMX kernel shares: a tile step covers 16 column pairs (32 columns), a 1 KiB
@@ -52,7 +61,7 @@ inline size_t TokenBlock(size_t tile_words) {
   return (kXBudget / pass_bytes > 1 ? kXBudget / pass_bytes : 1) * 2 * kXTileTokens;
 }
 
-// The tile shapes (palette 1): all eight tiles 16 rows × 64 bytes.
+// The tile shapes (palette 1): rows and bytes per row of each tile.
 struct alignas(64) TileConfig {
   uint8_t palette = 1;
   uint8_t start_row = 0;
@@ -63,15 +72,20 @@ struct alignas(64) TileConfig {
 
 // Loads the shapes on the calling thread; a kernel calls it on entry and _tile_release() on return
 // (a thread holding tile data makes every context switch save 8 KiB).
+inline void LoadTileConfig(const TileConfig& config) {
+  // Not _tile_loadconfig: GCC 12 declares its operand as the first 8 bytes only, and then drops
+  // the stores of the shapes as dead.
+  __asm__ volatile("ldtilecfg %0" ::"m"(config) : "memory");
+}
+
+// The shapes most kernels use: all eight tiles 16 rows × 64 bytes.
 inline void ConfigureTiles() {
   TileConfig config;
   for (int t = 0; t < 8; ++t) {
     config.colsb[t] = 64;
     config.rows[t] = 16;
   }
-  // Not _tile_loadconfig: GCC 12 declares its operand as the first 8 bytes only, and then drops
-  // the stores of the shapes as dead.
-  __asm__ volatile("ldtilecfg %0" ::"m"(config) : "memory");
+  LoadTileConfig(config);
 }
 
 }  // namespace moeserve::kernels::amx

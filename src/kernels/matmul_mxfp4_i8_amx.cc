@@ -7,18 +7,23 @@
 // columns (8 vpdpbusd, broadcasts, the scale) and an MXFP4 prefill's experts were bound by them
 // (~68% of the vpdpbusd peak, two thirds of the prefill). One TDPBSSD does 16 tokens × 16 rows ×
 // 32 columns; what stays on the vector units is the block's scale: per token and 16 rows a
-// convert, a multiply and a multiply-add.
+// convert, a multiply and a multiply-add. Measured (one thread, hot [1536, 3072]): 1.3-1.5x the
+// VNNI kernel from 32 tokens, about equal at 16, so the amx table takes it from 32. What bounds
+// it: the tile unit's loads, product and C store per block (~50 cycles) and the vector scaling
+// (~36) run one after the other rather than side by side (each alone measured 2.5-2.8x the VNNI
+// kernel); storing a block's C a step before scaling it did not change that.
+
 //
 // Tiles (K = 32: one scale block per product, so that each block's sums can be scaled apart):
-//   A = 16 tokens × 32 int8 activations, read straight from the Q8 rows (stride ldq);
+//   A = 16 tokens × 32 int8 activations, the Q8 rows packed once per call as [tile][block]
+//       A tiles (16 rows ldq apart cost a half line each);
 //   B = 8 K-quads × 16 weight rows × 4 int8 (2·e2m1, signed: TDPBSSD multiplies signed by
 //       signed, so no offset): row 2c of block b is the low nibbles of the repacked chunk c of
 //       group g (8 rows × 4 columns, 32 bytes) and of group g + 1, row 2c + 1 their high nibbles
 //       (mxfp4_i8.h's layout is already this, one vpshufb per half away);
 //   C = 16 tokens × 16 rows of int32 block sums, stored and scaled into f32 accumulators
 //       (acc[t] = fmaf(float(S), dw · h[t], acc[t]), dw the 16 rows' 2^(e − 127), h = 0.5·d).
-// Four C tiles in flight, so the tile unit works on blocks b + 1 .. b + 3 while the vector units
-// scale b.
+// Four C tiles in flight (blocks b .. b + 3 issued before b is scaled).
 #include <immintrin.h>
 
 #include <cstdint>
@@ -30,19 +35,15 @@
 #include "kernels/mxfp4_i8.h"
 #include "kernels/scratch.h"
 
-// c += a · b over signed int8 (AT&T operand order: b, a, c); tile numbers constant expressions.
-#define MOESERVE_TILE_DPBSSD_N(c, a, b) \
-  __asm__ volatile("tdpbssd %%tmm%c0, %%tmm%c1, %%tmm%c2" ::"i"(b), "i"(a), "i"(c) : "memory")
-
 namespace moeserve::kernels::amx {
 namespace {
 
 constexpr size_t kBlock = kMxfp4I8Block;
 constexpr size_t kGroupRows = kMxfp4I8GroupRows;
 constexpr size_t kBlockCodeBytes = 128;
-constexpr size_t kTokens = 16;                         // tokens per A tile and per pass
-constexpr size_t kATileBytes = kTokens * kBlock;       // 16 tokens × 32 activations
-constexpr size_t kBTileBytes = kBlock / 4 * 64;        // 8 K-quads × 64 bytes
+constexpr size_t kTokens = 16;                    // tokens per A tile and per pass
+constexpr size_t kATileBytes = kTokens * kBlock;  // 16 tokens × 32 activations
+constexpr size_t kBTileBytes = kBlock / 4 * 64;   // 8 K-quads × 64 bytes
 // In flight: 4 C tiles (tmm0-3, blocks b .. b + 3), their A and B tiles alternating (tmm4 / 5
 // and tmm6 / 7).
 constexpr int kInFlight = 4;
@@ -59,7 +60,7 @@ void ConfigureInt8Tiles() {
   for (int t = 0; t < kInFlight; ++t) config.colsb[t] = 64, config.rows[t] = 16;
   for (int t : {4, 5}) config.colsb[t] = 32, config.rows[t] = 16;
   for (int t : {6, 7}) config.colsb[t] = 64, config.rows[t] = kBlock / 4;
-  __asm__ volatile("ldtilecfg %0" ::"m"(config) : "memory");
+  LoadTileConfig(config);
 }
 
 // B tiles of every block of rows 16p .. 16p + 15 (groups g = 2p and g + 1; `second` false: a lone
@@ -80,8 +81,8 @@ void DecodeBTiles(const WeightMatrix& w, size_t g, bool second, size_t blocks, i
                  : _mm512_zextsi256_si512(lo);
       int8_t* row = out + b * kBTileBytes + 2 * c * 64;
       _mm512_store_si512(row, _mm512_shuffle_epi8(lut, _mm512_and_si512(v, nibble)));
-      _mm512_store_si512(row + 64, _mm512_shuffle_epi8(
-                                       lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble)));
+      _mm512_store_si512(
+          row + 64, _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble)));
     }
 }
 
@@ -90,8 +91,8 @@ inline __m512 RowScales(const WeightMatrix& w, size_t g, bool second, size_t b) 
   const auto* s = static_cast<const uint8_t*>(w.scales) + g * w.scale_stride + b * kGroupRows;
   const __m128i lo = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s));
   return E8m0ToF32x16(
-      second ? _mm_unpacklo_epi64(lo, _mm_loadl_epi64(
-                                          reinterpret_cast<const __m128i*>(s + w.scale_stride)))
+      second ? _mm_unpacklo_epi64(
+                   lo, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + w.scale_stride)))
              : lo);
 }
 
@@ -99,10 +100,9 @@ inline __m512 RowScales(const WeightMatrix& w, size_t g, bool second, size_t b) 
 template <int kC>
 [[gnu::always_inline]] inline void Issue(const int8_t* a, const int8_t* bt) {
   constexpr int kA = ATile(kC), kB = BTile(kC);
-  __asm__ volatile("tilezero %%tmm%c0" ::"i"(kC) : "memory");
-  __asm__ volatile("tileloadd (%0,%1,1), %%tmm%c2" ::"r"(a), "r"(static_cast<long>(kBlock)), "i"(kA)
-                   : "memory");
-  __asm__ volatile("tileloadd (%0,%1,1), %%tmm%c2" ::"r"(bt), "r"(64L), "i"(kB) : "memory");
+  MOESERVE_TILE_ZERO_N(kC);
+  MOESERVE_TILE_LOAD_N(kA, a, kBlock);
+  MOESERVE_TILE_LOAD_N(kB, bt, 64);
   MOESERVE_TILE_DPBSSD_N(kC, kA, kB);
 }
 
@@ -120,9 +120,9 @@ template <int kC>
 
 // One token tile (a: its A tiles, [blocks][16 tokens][32]; h: [blocks][16] of 0.5·d) against the 16
 // rows of bt's decoded blocks, stored into y (tokens × rows).
-void TokenPass(const int8_t* a, const float* h, const int8_t* bt, const WeightMatrix& w,
-               size_t g, bool second, size_t blocks, float* y, size_t ldy, size_t tokens,
-               size_t rows, bool accumulate) {
+void TokenPass(const int8_t* a, const float* h, const int8_t* bt, const WeightMatrix& w, size_t g,
+               bool second, size_t blocks, float* y, size_t ldy, size_t tokens, size_t rows,
+               bool accumulate) {
   alignas(64) int32_t buf[kInFlight][kTokens * 16];
   __m512 acc[kTokens];
 #pragma GCC unroll 16
