@@ -231,9 +231,9 @@ void MatMulBf16Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float
 size_t XTokenBlock(size_t k);
 // The MXFP4 × Q8 matmul of mxfp4_i8.h (bit for bit MatMulMxfp4I8Reference) with each block's
 // integer dot products on the tile unit (TDPBSSD, matmul_mxfp4_i8_amx.cc); any m, for prefill
-// (the amx table's from 32 tokens). Scratch: s.pack (the decoded B tiles), s.xpack (x packed as
-// A tiles), s.fp8_scales (the tokens' block factors). Configures the tiles on entry and releases
-// them on return.
+// (the amx table's from 32 tokens). Scratch: s.pack (the decoded B tiles and their rows' scales),
+// s.xpack (x packed as A tiles), s.fp8_scales (the tokens' block factors). Configures the tiles on
+// entry and releases them on return.
 void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, bool accumulate,
                    WorkerScratch& s);
 // Roofline probe (calling thread): iterations / kBf16TileChainDivisor rounds of 12 TDPBF16PS

@@ -266,8 +266,11 @@ void AmxQuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n
 }
 
 // MXFP4 × Q8 from kMxfp4I8TileMinTokens tokens on the tile unit (TDPBSSD), below it the VNNI
-// kernel: the same bits either way (one thread, hot [1536, 3072]: the tiles 1.3-1.4x at 32
-// tokens, 1.02-1.11x at 16).
+// kernel: the same bits either way. One thread, hot [1536, 3072], against the VNNI kernel: 8
+// tokens 0.68-0.71x, 12 0.92-0.96x, 16 1.16-1.23x, 24 1.15-1.24x, 32 1.32-1.55x, 512
+// 1.51-1.74x; but from 16 the MXFP4 slice's prefill 512 (~16 tokens per expert, weights from
+// DRAM) measured no faster (experts 298-421 ms against 300-383, 3 rounds, with or without
+// requesting the next pair's codes into L2), so the tiles start at 32.
 constexpr size_t kMxfp4I8TileMinTokens = 32;
 
 void AmxMxfp4I8Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,

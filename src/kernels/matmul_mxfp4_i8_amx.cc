@@ -7,12 +7,14 @@
 // columns (8 vpdpbusd, broadcasts, the scale) and an MXFP4 prefill's experts were bound by them
 // (~68% of the vpdpbusd peak, two thirds of the prefill). One TDPBSSD does 16 tokens × 16 rows ×
 // 32 columns; what stays on the vector units is the block's scale: per token and 16 rows a
-// convert, a multiply and a multiply-add. Measured (one thread, hot [1536, 3072]): 1.3-1.5x the
-// VNNI kernel from 32 tokens, about equal at 16, so the amx table takes it from 32. What bounds
+// convert, a multiply and a multiply-add. Measured (one thread, hot [1536, 3072]): 1.3-1.7x the
+// VNNI kernel from 32 tokens (isa_kernels.cc has the figures and why 32). What bounds
 // it: the tile unit's loads, product and C store per block (~50 cycles) and the vector scaling
 // (~36) run one after the other rather than side by side (each alone measured 2.5-2.8x the VNNI
-// kernel); storing a block's C a step before scaling it did not change that.
-
+// kernel); storing a block's C a step before scaling it did not change that, and storing four
+// blocks' C before issuing the next four and then scaling them measured slower. The rows' scales
+// are converted to f32 once per group pair, beside its B tiles (1.05-1.15x over converting them
+// in every token pass).
 //
 // Tiles (K = 32: one scale block per product, so that each block's sums can be scaled apart):
 //   A = 16 tokens × 32 int8 activations, the Q8 rows packed once per call as [tile][block]
@@ -44,6 +46,8 @@ constexpr size_t kBlockCodeBytes = 128;
 constexpr size_t kTokens = 16;                    // tokens per A tile and per pass
 constexpr size_t kATileBytes = kTokens * kBlock;  // 16 tokens × 32 activations
 constexpr size_t kBTileBytes = kBlock / 4 * 64;   // 8 K-quads × 64 bytes
+// A block in the decoded cache: its B tile, then its 16 rows' scales as f32.
+constexpr size_t kBBlockBytes = kBTileBytes + 64;
 // In flight: 4 C tiles (tmm0-3, blocks b .. b + 3), their A and B tiles alternating (tmm4 / 5
 // and tmm6 / 7).
 constexpr int kInFlight = 4;
@@ -63,29 +67,6 @@ void ConfigureInt8Tiles() {
   LoadTileConfig(config);
 }
 
-// B tiles of every block of rows 16p .. 16p + 15 (groups g = 2p and g + 1; `second` false: a lone
-// last group, the high halves zero), block b at out + b · kBTileBytes.
-void DecodeBTiles(const WeightMatrix& w, size_t g, bool second, size_t blocks, int8_t* out) {
-  const __m512i lut = _mm512_broadcast_i32x4(
-      _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
-  const __m512i nibble = _mm512_set1_epi8(0x0f);
-  const auto* codes = static_cast<const uint8_t*>(w.data) + g * w.row_stride;
-  for (size_t b = 0; b < blocks; ++b)
-    for (int c = 0; c < 4; ++c) {
-      const uint8_t* p = codes + b * kBlockCodeBytes + 32 * c;
-      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-      const __m512i v =
-          second ? _mm512_inserti64x4(
-                       _mm512_castsi256_si512(lo),
-                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + w.row_stride)), 1)
-                 : _mm512_zextsi256_si512(lo);
-      int8_t* row = out + b * kBTileBytes + 2 * c * 64;
-      _mm512_store_si512(row, _mm512_shuffle_epi8(lut, _mm512_and_si512(v, nibble)));
-      _mm512_store_si512(
-          row + 64, _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble)));
-    }
-}
-
 // The 16 rows' scales of block b (group g's 8, then g + 1's; zeros past a lone group).
 inline __m512 RowScales(const WeightMatrix& w, size_t g, bool second, size_t b) {
   const auto* s = static_cast<const uint8_t*>(w.scales) + g * w.scale_stride + b * kGroupRows;
@@ -94,6 +75,31 @@ inline __m512 RowScales(const WeightMatrix& w, size_t g, bool second, size_t b) 
       second ? _mm_unpacklo_epi64(
                    lo, _mm_loadl_epi64(reinterpret_cast<const __m128i*>(s + w.scale_stride)))
              : lo);
+}
+
+// B tiles of every block of rows 16p .. 16p + 15 (groups g = 2p and g + 1; `second` false: a lone
+// last group, the high halves zero) and their rows' scales, block b at out + b · kBBlockBytes.
+void DecodeBTiles(const WeightMatrix& w, size_t g, bool second, size_t blocks, int8_t* out) {
+  const __m512i lut = _mm512_broadcast_i32x4(
+      _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12));
+  const __m512i nibble = _mm512_set1_epi8(0x0f);
+  const auto* codes = static_cast<const uint8_t*>(w.data) + g * w.row_stride;
+  for (size_t b = 0; b < blocks; ++b) {
+    for (int c = 0; c < 4; ++c) {
+      const uint8_t* p = codes + b * kBlockCodeBytes + 32 * c;
+      const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+      const __m512i v =
+          second ? _mm512_inserti64x4(
+                       _mm512_castsi256_si512(lo),
+                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + w.row_stride)), 1)
+                 : _mm512_zextsi256_si512(lo);
+      int8_t* row = out + b * kBBlockBytes + 2 * c * 64;
+      _mm512_store_si512(row, _mm512_shuffle_epi8(lut, _mm512_and_si512(v, nibble)));
+      _mm512_store_si512(
+          row + 64, _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble)));
+    }
+    _mm512_store_ps(out + b * kBBlockBytes + kBTileBytes, RowScales(w, g, second, b));
+  }
 }
 
 // Block b's product into C tile kC: A from the token tile's activations, B from its decoded tile.
@@ -119,19 +125,19 @@ template <int kC>
 }
 
 // One token tile (a: its A tiles, [blocks][16 tokens][32]; h: [blocks][16] of 0.5·d) against the 16
-// rows of bt's decoded blocks, stored into y (tokens × rows).
-void TokenPass(const int8_t* a, const float* h, const int8_t* bt, const WeightMatrix& w, size_t g,
-               bool second, size_t blocks, float* y, size_t ldy, size_t tokens, size_t rows,
-               bool accumulate) {
+// rows of bt's decoded blocks (tiles and scales), stored into y (tokens × rows).
+void TokenPass(const int8_t* a, const float* h, const int8_t* bt, size_t blocks, float* y,
+               size_t ldy, size_t tokens, size_t rows, bool accumulate) {
   alignas(64) int32_t buf[kInFlight][kTokens * 16];
   __m512 acc[kTokens];
 #pragma GCC unroll 16
   for (size_t t = 0; t < kTokens; ++t) acc[t] = _mm512_setzero_ps();
   auto issue = [&]<int kC>(size_t b) {
-    if (b < blocks) Issue<kC>(a + b * kATileBytes, bt + b * kBTileBytes);
+    if (b < blocks) Issue<kC>(a + b * kATileBytes, bt + b * kBBlockBytes);
   };
   auto drain = [&]<int kC>(size_t b) {
-    if (b < blocks) Drain<kC>(RowScales(w, g, second, b), h + b * kTokens, buf[kC], acc);
+    if (b < blocks)
+      Drain<kC>(_mm512_load_ps(bt + b * kBBlockBytes + kBTileBytes), h + b * kTokens, buf[kC], acc);
   };
   issue.template operator()<0>(0);
   issue.template operator()<1>(1);
@@ -181,7 +187,7 @@ void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy,
       else
         std::memset(dst, 0, kBlock);
     }
-  int8_t* bt = s.pack.As<int8_t>(blocks * kBTileBytes);
+  int8_t* bt = s.pack.As<int8_t>(blocks * kBBlockBytes);
   ConfigureInt8Tiles();
   for (size_t g = 0; g < groups; g += 2) {
     const bool second = g + 1 < groups;
@@ -189,8 +195,8 @@ void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy,
     DecodeBTiles(w, g, second, blocks, bt);
     for (size_t tile = 0; tile < tiles; ++tile) {
       const size_t tokens = x.m - tile * kTokens < kTokens ? x.m - tile * kTokens : kTokens;
-      TokenPass(xa + tile * blocks * kATileBytes, h + tile * blocks * kTokens, bt, w, g, second,
-                blocks, y + tile * kTokens * ldy + g * kGroupRows, ldy, tokens, rows, accumulate);
+      TokenPass(xa + tile * blocks * kATileBytes, h + tile * blocks * kTokens, bt, blocks,
+                y + tile * kTokens * ldy + g * kGroupRows, ldy, tokens, rows, accumulate);
     }
   }
   _tile_release();
