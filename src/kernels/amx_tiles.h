@@ -53,14 +53,6 @@ inline size_t TileSteps(size_t k) {
   return ((k + 1) / 2 + kStepPairs - 1) / kStepPairs;
 }
 
-// Tokens per token block (a multiple of two A tiles): x kept in L2 (at most 1 MiB of A tiles)
-// while the weight panels pass; each block of weights is made into B tiles once per token block.
-inline size_t TokenBlock(size_t tile_words) {
-  constexpr size_t kXBudget = 1 << 20;
-  const size_t pass_bytes = 2 * tile_words * sizeof(uint32_t);
-  return (kXBudget / pass_bytes > 1 ? kXBudget / pass_bytes : 1) * 2 * kXTileTokens;
-}
-
 // The tile shapes (palette 1): rows and bytes per row of each tile.
 struct alignas(64) TileConfig {
   uint8_t palette = 1;

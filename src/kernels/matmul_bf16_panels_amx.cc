@@ -116,8 +116,12 @@ size_t XTileElems(size_t m, size_t k) {
   return (m + kTokens - 1) / kTokens * TileSteps(k) * kTileWords;
 }
 
+// x kept in L2 (at most 1 MiB of A tiles) while the weight panels pass. One definition for the
+// tile kernels and for matmul.cc's schedule, whose items are whole token blocks.
 size_t XTokenBlock(size_t k) {
-  return TokenBlock(TileSteps(k) * kTileWords);
+  constexpr size_t kXBudget = 1 << 20;
+  const size_t pass_bytes = 2 * TileSteps(k) * kTileWords * sizeof(uint32_t);
+  return (kXBudget / pass_bytes > 1 ? kXBudget / pass_bytes : 1) * 2 * kXTileTokens;
 }
 
 size_t WTileElems(size_t k) {
@@ -150,7 +154,7 @@ void MatMulBf16Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float
   const auto* base = static_cast<const bf16*>(w.data);
   // x in token blocks kept in L2 while every panel pair passes: the 2 MiB L2 of these cores holds
   // one beside the pair (2 KiB per step).
-  const size_t mc = TokenBlock(tile_words);
+  const size_t mc = XTokenBlock(k);
   const size_t panel_lines = blocks * kTileWords * sizeof(uint32_t) / 64;
   ConfigureTiles();
   for (size_t t0 = 0; t0 < m; t0 += mc) {

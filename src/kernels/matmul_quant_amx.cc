@@ -196,7 +196,7 @@ void GemmFp8(const uint32_t* xt, size_t m, const QuantRows& w, float* y, size_t 
   const size_t first_blk = w.col0 / kScaleBlock, lines = (k + 63) / 64;
   // GemmBf16's packed layout: pair p of the panel's 32 rows in 128 bytes.
   const BTiles wt{reinterpret_cast<const uint32_t*>(pack), kStepPairs * kPanel, 16, 128};
-  const size_t mc = TokenBlock(tile_words);
+  const size_t mc = XTokenBlock(k);
   ConfigureTiles();
   for (size_t t0 = 0; t0 < m; t0 += mc) {
     const size_t t1 = m - t0 < mc ? m : t0 + mc;
@@ -247,7 +247,7 @@ void MatMulFp8Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float*
   const auto* table = static_cast<const float*>(w.scales);
   // The decoded pair of panels: one B tile per step and panel, the second panel's after the first.
   const BTiles wt{wb, kTileWords, tile_words, 64};
-  const size_t mc = TokenBlock(tile_words), lines = (k * kFp8PanelRows + 63) / 64;
+  const size_t mc = XTokenBlock(k), lines = (k * kFp8PanelRows + 63) / 64;
   ConfigureTiles();
   for (size_t t0 = 0; t0 < m; t0 += mc) {
     const size_t t1 = m - t0 < mc ? m : t0 + mc;
