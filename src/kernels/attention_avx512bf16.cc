@@ -178,7 +178,7 @@ void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, siz
 // out[r] (lane p) = Σ_j q[r][j] · kt[j][p] for kRows rows. With few rows the FMAs are split
 // over independent chains (FMA latency 4 cycles, one zmm FMA per cycle).
 template <int kRows>
-inline void Scores(const float* const* q, const float* kt, size_t d, __m512* out) {
+inline void Scores(const float* const* q, const float* kt, size_t d, float* out) {
   constexpr int kChains = kRows >= 4 ? 1 : (kRows == 1 ? 4 : 2);
   __m512 acc[kRows][kChains];
   for (int r = 0; r < kRows; ++r)
@@ -198,7 +198,7 @@ inline void Scores(const float* const* q, const float* kt, size_t d, __m512* out
   for (int r = 0; r < kRows; ++r) {
     __m512 t = acc[r][0];
     for (int c = 1; c < kChains; ++c) t = _mm512_add_ps(t, acc[r][c]);
-    out[r] = t;
+    _mm512_store_ps(out + r * kKeys, t);
   }
 }
 
@@ -243,7 +243,7 @@ inline void AccumulatePv(float* const* acc, const float* corr, const float* p, c
   }
 }
 
-void ScoresN(size_t n, const float* const* q, const float* kt, size_t d, __m512* out) {
+void ScoresN(size_t n, const float* const* q, const float* kt, size_t d, float* out) {
   switch (n) {
     case 1:
       return Scores<1>(q, kt, d, out);
@@ -278,103 +278,45 @@ void AccumulatePvN(size_t n, float* const* acc, const float* corr, const float* 
   }
 }
 
+// One row's chunk of the online softmax: scores scaled and masked (keys past n_valid: −inf), the
+// running max moved, p = e^(s − max) (zero where masked), the sum rescaled and increased.
+float SoftmaxRow(const float* s, size_t n_valid, float scale, float& max, float& sum, float* p) {
+  const __mmask16 valid = TailMask16(n_valid);
+  const __m512 sr = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid, _mm512_load_ps(s),
+                                       _mm512_set1_ps(scale));
+  const float old_max = max;
+  const float new_max = MaxF(old_max, _mm512_reduce_max_ps(sr));
+  // The max settles after a few chunks: skip the exp when it did not move.
+  const float corr = old_max == new_max ? 1.0f
+                     : old_max == -INFINITY
+                         ? 0.0f
+                         : _mm512_cvtss_f32(Exp(_mm512_set1_ps(old_max - new_max)));
+  const __m512 pr = _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(sr, _mm512_set1_ps(new_max))));
+  _mm512_store_ps(p, pr);
+  sum = sum * corr + _mm512_reduce_add_ps(pr);
+  max = new_max;
+  return corr;
+}
+
+void StoreRowScaled(const float* acc, float inv, float* out, size_t d) {
+  const __m512 vi = _mm512_set1_ps(inv);
+  for (size_t j = 0; j < d; j += 16) {
+    const __mmask16 m = TailMask16(d - j);
+    _mm512_mask_storeu_ps(out + j, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc + j), vi));
+  }
+}
+
+float* ChunkKt() {
+  return t_kt;
+}
+float* ChunkV() {
+  return t_v;
+}
+
 // kD: the head dim as a compile-time constant (0: a.head_dim at run time). With it the per-key
 // loops (V widening, prefetch, transpose, scores, P.V) are straight-line code instead of loops of
 // a few instructions each with their own counters and tail masks.
-template <size_t kD>
-void FastTile(const AttentionTileArgs& a) {
-  const size_t d = kD ? kD : a.head_dim, bs = a.block_size, group = a.group;
-  const size_t rows = (a.q1 - a.q0) * group;
-  const size_t kv_end = a.first_pos + a.q1;  // keys [0, kv_end) matter to this tile
-  const size_t ldv = (d + 15) / 16 * 16;
-  for (size_t r = 0; r < rows; ++r) {
-    a.max[r] = -INFINITY;
-    a.sum[r] = 0.0f;
-    for (size_t j = 0; j < d; ++j) a.acc[r * d + j] = 0.0f;
-  }
-  float* const kt = t_kt;
-  float* const v = t_v;
-  const bf16* k_rows[kKeys];
-  const uint8_t* k_rows8[kKeys];
-  alignas(64) float k_scales[kKeys];
-  alignas(64) float p[kQkRows * kKeys];
-  float corr[kQkRows];
-  const float* q_rows[kQkRows];
-  float* acc_rows[kQkRows];
-  for (size_t c0 = 0; c0 < kv_end; c0 += kKeys) {
-    const size_t nk = MinSize(kKeys, kv_end - c0);
-    // Rows are ordered by query, so the rows that see any key of this chunk are a suffix.
-    const size_t i_first = c0 > a.first_pos + a.q0 ? c0 - a.first_pos : a.q0;
-    const size_t r_first = (i_first - a.q0) * group;
-    // K/V rows kPrefetchChunks chunks ahead.
-    const size_t pf0 = c0 + kPrefetchChunks * kKeys;
-    if (pf0 < kv_end) PrefetchKvRows(a, pf0, MinSize(pf0 + kKeys, kv_end));
-    for (size_t k = 0; k < nk; ++k) {
-      const size_t pos = c0 + k, blk = pos / bs, at = (pos % bs) * a.num_kv_heads + a.kv_head;
-      if (a.k_blocks8) {
-        const uint8_t* kb = a.k_blocks8[blk];
-        const uint8_t* vb = a.v_blocks8[blk];
-        k_rows8[k] = kb + at * d;
-        k_scales[k] = reinterpret_cast<const float*>(kb + a.scale_offset)[at];
-        WidenFp8(vb + at * d, reinterpret_cast<const float*>(vb + a.scale_offset)[at], v + k * ldv,
-                 d);
-      } else {
-        k_rows[k] = a.k_blocks[blk] + at * d;
-        Widen(a.v_blocks[blk] + at * d, v + k * ldv, d);
-      }
-      if (ldv != d)  // P.V's tail reads whole vectors: keep the padding finite
-        for (size_t j = d; j < ldv; ++j) v[k * ldv + j] = 0.0f;
-    }
-    if (a.k_blocks8)
-      TransposeKeysFp8(k_rows8, k_scales, nk, d, kt);
-    else
-      TransposeKeysBf16(k_rows, nk, d, kt);
-
-    for (size_t r0 = r_first; r0 < rows; r0 += kQkRows) {
-      const size_t nr = MinSize(kQkRows, rows - r0);
-      size_t n_valid[kQkRows];
-      for (size_t r = 0; r < nr; ++r) {
-        const size_t i = a.q0 + (r0 + r) / group, h = a.kv_head * group + (r0 + r) % group;
-        q_rows[r] = a.q + i * a.ldq + h * d;
-        acc_rows[r] = a.acc + (r0 + r) * d;
-        n_valid[r] = MinSize(nk, a.first_pos + i - c0 + 1);
-      }
-      __m512 s[kQkRows];
-      ScoresN(nr, q_rows, kt, d, s);
-      for (size_t r = 0; r < nr; ++r) {
-        const __mmask16 valid = TailMask16(n_valid[r]);
-        const __m512 sr =
-            _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid, s[r], _mm512_set1_ps(a.scale));
-        const float old_max = a.max[r0 + r];
-        const float new_max = MaxF(old_max, _mm512_reduce_max_ps(sr));
-        // The max settles after a few chunks: skip the exp when it did not move.
-        corr[r] = old_max == new_max     ? 1.0f
-                  : old_max == -INFINITY ? 0.0f
-                                         : _mm512_cvtss_f32(Exp(_mm512_set1_ps(old_max - new_max)));
-        const __m512 pr =
-            _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(sr, _mm512_set1_ps(new_max))));
-        _mm512_store_ps(p + r * kKeys, pr);
-        a.sum[r0 + r] = a.sum[r0 + r] * corr[r] + _mm512_reduce_add_ps(pr);
-        a.max[r0 + r] = new_max;
-      }
-      // Later rows see at least as many keys; rows past their own causal end carry p = 0.
-      for (size_t r = 0; r < nr; r += kPvRows) {
-        const size_t n = MinSize(kPvRows, nr - r);
-        AccumulatePvN(n, acc_rows + r, corr + r, p + r * kKeys, v, ldv, n_valid[r + n - 1], d);
-      }
-    }
-  }
-  for (size_t r = 0; r < rows; ++r) {
-    const size_t i = a.q0 + r / group, h = a.kv_head * group + r % group;
-    float* o = a.out + i * a.ldo + h * d;
-    const __m512 inv = _mm512_set1_ps(1.0f / a.sum[r]);
-    for (size_t j = 0; j < d; j += 16) {
-      const __mmask16 m = TailMask16(d - j);
-      _mm512_mask_storeu_ps(o + j, m,
-                            _mm512_mul_ps(_mm512_maskz_loadu_ps(m, a.acc + r * d + j), inv));
-    }
-  }
-}
+#include "kernels/attention_fast_tile.h"
 
 }  // namespace
 

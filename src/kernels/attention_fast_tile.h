@@ -1,0 +1,108 @@
+// The vector attention tile's walk over keys (FastTile), written once for every vector width: the
+// AVX-512 TU (attention_avx512bf16.cc, 16 keys per chunk) and the AVX2 one (attention_avx2.cc, 8)
+// include it INSIDE their anonymous namespace, after defining, for their width:
+//   constexpr size_t kKeys;             keys per chunk: one score vector
+//   constexpr size_t kQkRows, kPvRows;  rows per score pass / per P·V pass
+//   constexpr size_t kPrefetchChunks;   K/V rows this many chunks ahead into L2
+//   float* ChunkKt(); float* ChunkV();  the thread's chunk scratch: K^T [d][kKeys], V [kKeys][ldv]
+//   void Widen(const bf16*, float*, size_t);  void WidenFp8(const uint8_t*, float, float*, size_t);
+//   void TransposeKeysBf16(const bf16* const rows[kKeys], size_t nk, size_t d, float* kt);
+//   void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, size_t nk,
+//                         size_t d, float* kt);        kt[j][p] = K[p][j] as f32, keys p >= nk zero
+//   void ScoresN(size_t n, const float* const* q, const float* kt, size_t d, float* s);
+//                                       s[r][p] = q[r] · K[p], n ≤ kQkRows rows, kKeys apart
+//   float SoftmaxRow(const float* s, size_t n_valid, float scale, float& max, float& sum,
+//                    float* p);         one row's chunk: p = e^(scale · s − max') on keys
+//                                       [0, n_valid), zero past them; max and sum updated;
+//                                       returns the correction e^(max − max') of the old sums
+//   void AccumulatePvN(size_t n, float* const* acc, const float* corr, const float* p,
+//                      const float* v, size_t ldv, size_t n_keys, size_t d);
+//                                       acc[r] = acc[r] · corr[r] + Σ_k p[r][k] · v[k]
+//   void StoreRowScaled(const float* acc, float inv, float* out, size_t d);   out = acc · inv
+// and after <cmath>, kernels/internal.h and kernels/attention_prefetch.h.
+//
+// Per chunk of kKeys consecutive positions (spanning cache blocks of any size), for all rows of
+// the work item (row = query of the tile x q head of the kv head's group): K transposed once and
+// V widened once, shared by every row; scores by broadcast FMAs (no horizontal sums); the online
+// softmax per row on its score vector; P·V into the rows' f32 accumulators.
+// Numerics as the generic tile (attention_tile.h) and AttentionReference: q, scores, softmax and
+// sums in f32, K and V dequantized exactly; only the summation order and the vector exp differ.
+namespace {
+
+template <size_t kD>
+void FastTile(const AttentionTileArgs& a) {
+  const size_t d = kD ? kD : a.head_dim, bs = a.block_size, group = a.group;
+  const size_t rows = (a.q1 - a.q0) * group;
+  const size_t kv_end = a.first_pos + a.q1;  // keys [0, kv_end) matter to this tile
+  const size_t ldv = (d + kKeys - 1) / kKeys * kKeys;
+  for (size_t r = 0; r < rows; ++r) {
+    a.max[r] = -INFINITY;
+    a.sum[r] = 0.0f;
+    for (size_t j = 0; j < d; ++j) a.acc[r * d + j] = 0.0f;
+  }
+  float* const kt = ChunkKt();
+  float* const v = ChunkV();
+  const bf16* k_rows[kKeys];
+  const uint8_t* k_rows8[kKeys];
+  alignas(64) float k_scales[kKeys];
+  alignas(64) float s[kQkRows * kKeys];
+  alignas(64) float p[kQkRows * kKeys];
+  float corr[kQkRows];
+  const float* q_rows[kQkRows];
+  float* acc_rows[kQkRows];
+  for (size_t c0 = 0; c0 < kv_end; c0 += kKeys) {
+    const size_t nk = kv_end - c0 < kKeys ? kv_end - c0 : kKeys;
+    // Rows are ordered by query, so the rows that see any key of this chunk are a suffix.
+    const size_t i_first = c0 > a.first_pos + a.q0 ? c0 - a.first_pos : a.q0;
+    const size_t r_first = (i_first - a.q0) * group;
+    const size_t pf0 = c0 + kPrefetchChunks * kKeys;
+    if (pf0 < kv_end) PrefetchKvRows(a, pf0, pf0 + kKeys < kv_end ? pf0 + kKeys : kv_end);
+    for (size_t k = 0; k < nk; ++k) {
+      const size_t pos = c0 + k, blk = pos / bs, at = (pos % bs) * a.num_kv_heads + a.kv_head;
+      if (a.k_blocks8) {
+        const uint8_t* kb = a.k_blocks8[blk];
+        const uint8_t* vb = a.v_blocks8[blk];
+        k_rows8[k] = kb + at * d;
+        k_scales[k] = reinterpret_cast<const float*>(kb + a.scale_offset)[at];
+        WidenFp8(vb + at * d, reinterpret_cast<const float*>(vb + a.scale_offset)[at], v + k * ldv,
+                 d);
+      } else {
+        k_rows[k] = a.k_blocks[blk] + at * d;
+        Widen(a.v_blocks[blk] + at * d, v + k * ldv, d);
+      }
+      if (ldv != d)  // P.V's tail reads whole vectors: keep the padding finite
+        for (size_t j = d; j < ldv; ++j) v[k * ldv + j] = 0.0f;
+    }
+    if (a.k_blocks8)
+      TransposeKeysFp8(k_rows8, k_scales, nk, d, kt);
+    else
+      TransposeKeysBf16(k_rows, nk, d, kt);
+
+    for (size_t r0 = r_first; r0 < rows; r0 += kQkRows) {
+      const size_t nr = rows - r0 < kQkRows ? rows - r0 : kQkRows;
+      size_t n_valid[kQkRows];
+      for (size_t r = 0; r < nr; ++r) {
+        const size_t i = a.q0 + (r0 + r) / group, h = a.kv_head * group + (r0 + r) % group;
+        q_rows[r] = a.q + i * a.ldq + h * d;
+        acc_rows[r] = a.acc + (r0 + r) * d;
+        const size_t seen = a.first_pos + i - c0 + 1;  // ≥ 1: the row sees key c0
+        n_valid[r] = seen < nk ? seen : nk;
+      }
+      ScoresN(nr, q_rows, kt, d, s);
+      for (size_t r = 0; r < nr; ++r)
+        corr[r] = SoftmaxRow(s + r * kKeys, n_valid[r], a.scale, a.max[r0 + r], a.sum[r0 + r],
+                             p + r * kKeys);
+      // Later rows see at least as many keys; rows past their own causal end carry p = 0.
+      for (size_t r = 0; r < nr; r += kPvRows) {
+        const size_t n = nr - r < kPvRows ? nr - r : kPvRows;
+        AccumulatePvN(n, acc_rows + r, corr + r, p + r * kKeys, v, ldv, n_valid[r + n - 1], d);
+      }
+    }
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    const size_t i = a.q0 + r / group, h = a.kv_head * group + r % group;
+    StoreRowScaled(a.acc + r * d, 1.0f / a.sum[r], a.out + i * a.ldo + h * d, d);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,41 @@
+// The attention tiles' K/V prefetch (SSE prefetch instructions only: every x86 ISA's attention
+// TU includes it, after kernels/internal.h). static inline: every TU gets its own copy, compiled
+// with its own flags.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/internal.h"
+
+namespace moeserve::kernels {
+
+// K and V rows of key positions [from, to) of a work item's kv head, and an FP8 cache's row
+// scales, requested into L2 (T1): cache blocks are scattered, so the hardware prefetchers cannot
+// see them coming; T1 holds fewer L1 miss buffers and leaves L1 to the tile's working set.
+static inline void PrefetchKvRows(const AttentionTileArgs& a, size_t from, size_t to) {
+  const size_t d = a.head_dim, bs = a.block_size;
+  const size_t row_bytes = a.k_blocks8 ? d : 2 * d;
+  for (size_t pos = from; pos < to; ++pos) {
+    const size_t blk = pos / bs, at = (pos % bs) * a.num_kv_heads + a.kv_head;
+    const char* kr = a.k_blocks8 ? reinterpret_cast<const char*>(a.k_blocks8[blk] + at * d)
+                                 : reinterpret_cast<const char*>(a.k_blocks[blk] + at * d);
+    const char* vr = a.k_blocks8 ? reinterpret_cast<const char*>(a.v_blocks8[blk] + at * d)
+                                 : reinterpret_cast<const char*>(a.v_blocks[blk] + at * d);
+#pragma GCC unroll 8
+    for (size_t off = 0; off < row_bytes; off += 64) {
+      _mm_prefetch(kr + off, _MM_HINT_T1);
+      _mm_prefetch(vr + off, _MM_HINT_T1);
+    }
+    if (a.k_blocks8) {
+      _mm_prefetch(reinterpret_cast<const char*>(a.k_blocks8[blk] + a.scale_offset) + at * 4,
+                   _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(a.v_blocks8[blk] + a.scale_offset) + at * 4,
+                   _MM_HINT_T1);
+    }
+  }
+}
+
+}  // namespace moeserve::kernels
