@@ -6,7 +6,10 @@
 //            amx against the tile unit's (its kernel: three bf16 products per f32 one).
 // FLOPs count 4 · head_dim per (q head, visible key): q·k and p·v, one multiply-add each.
 // Median (and best) of the runs.
-//   bench_attention [--runs N] [--threads N] [--quick]   (--quick: bf16 only, no 32k decode)
+//   hot:     (--hot only) decode 1 seq x 512 tokens, K+V (2 MB bf16) resident in L2 after the
+//            first run: the tile's compute rate, without DRAM (run it pinned with --threads 1).
+//   bench_attention [--runs N] [--threads N] [--quick] [--hot]
+//   (--quick: bf16 only, no 32k decode)
 // MOESERVE_ISA=avx2 (or scalar) runs the generic tile for comparison.
 #include <algorithm>
 #include <chrono>
@@ -141,7 +144,7 @@ void Run(const char* name, const AttentionShape& s, size_t seqs, size_t q_len, s
 int Main(int argc, char** argv) {
   int runs = 7;
   size_t threads = 0;
-  bool quick = false;
+  bool quick = false, hot = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--runs") && i + 1 < argc)
       runs = std::max(1, std::atoi(argv[++i]));
@@ -149,6 +152,8 @@ int Main(int argc, char** argv) {
       threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick"))
       quick = true;
+    else if (!std::strcmp(argv[i], "--hot"))
+      hot = true;
   }
   ThreadPool pool(threads);
   KernelContext ctx(pool);
@@ -162,6 +167,10 @@ int Main(int argc, char** argv) {
               s.num_kv_heads, s.head_dim, s.block_size);
   for (const bool fp8 : {false, true}) {
     if (quick && fp8) break;
+    if (hot) {
+      Run("decode 1 seq x 512, hot", s, 1, 1, 512, fp8, roof, ctx, runs);
+      continue;
+    }
     Run("decode 8 seqs x 4096 tokens", s, 8, 1, 4096, fp8, roof, ctx, runs);
     if (!quick) Run("decode 1 seq x 32768 tokens", s, 1, 1, 32768, fp8, roof, ctx, runs);
     Run("prefill 512 tokens", s, 1, 512, 512, fp8, roof, ctx, runs);

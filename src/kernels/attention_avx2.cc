@@ -1,8 +1,19 @@
-// Attention tile with AVX2 + FMA vector primitives (built with the AVX2 flags).
+// Attention tile with AVX2 + FMA (built with the AVX2 flags).
+//
+// The fast tile (attention_fast_tile.h, the AVX-512 tile's walk) at 8 keys per chunk: K of the
+// chunk transposed once into kt [head_dim][8 keys] f32 (8 x 8 dword transposes of bf16 pairs or
+// of 4 e4m3 codes), V widened into v [8 keys][head_dim] f32, scores for up to 8 rows by broadcast
+// FMAs (lane = key), the online softmax on each row's 8-lane score vector, P.V for 2 rows x 32
+// output columns (8 ymm accumulators) at a time.
+// Why: the generic tile (attention_tile.h over Dot / Axpy) spends a horizontal sum per (row, key),
+// a scalar exp per score and a load and store of the row's accumulator per key: decode attention
+// read ~2.5 GB/s per core from L2 (bench_attention --hot). head_dim > 256 (beyond the chunk
+// scratch) takes the generic tile.
 #include <immintrin.h>
 
 #include <cmath>
 
+#include "kernels/attention_prefetch.h"
 #include "kernels/internal.h"
 #include "kernels/simd_math_avx2.h"
 
@@ -69,10 +80,248 @@ void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
 
 #include "kernels/attention_tile.h"
 
+constexpr size_t kKeys = 8;            // keys per chunk: one score vector
+constexpr size_t kMaxHeadDim = 256;    // bound of the chunk scratch below; larger: generic tile
+constexpr size_t kQkRows = 8;          // rows per score pass
+constexpr size_t kPvRows = 2;          // rows per P.V pass (2 x 4 ymm accumulators)
+constexpr size_t kPrefetchChunks = 4;  // the AVX-512 tile's 32 keys ahead
+
+// Chunk scratch, per thread: 16 KB.
+alignas(64) thread_local float t_kt[kMaxHeadDim * kKeys];  // K^T: [head_dim][8 keys]
+alignas(64) thread_local float t_v[kKeys * kMaxHeadDim];   // V: [8 keys][head_dim rounded to 8]
+
+float* ChunkKt() {
+  return t_kt;
+}
+float* ChunkV() {
+  return t_v;
+}
+
+// The 8 x 8 dword transpose of r (row p, lane i) into r (row i, lane p).
+inline void Transpose8x8(__m256i r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(_mm256_castsi256_ps(r[i]), _mm256_castsi256_ps(r[i + 1]));
+    t[i + 1] = _mm256_unpackhi_ps(_mm256_castsi256_ps(r[i]), _mm256_castsi256_ps(r[i + 1]));
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_castps_si256(_mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+    r[i + 4] = _mm256_castps_si256(_mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+  }
+}
+
+// 32 bytes of row p at src: whole when they are in the row (n == 32), else its n bytes and zeros
+// (a row's end may be the end of its allocation).
+inline __m256i LoadRowBytes(const void* src, size_t n) {
+  if (n == 32) return _mm256_loadu_si256(static_cast<const __m256i*>(src));
+  alignas(32) uint8_t tmp[32] = {};
+  __builtin_memcpy(tmp, src, n);
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(tmp));
+}
+
+// kt[j][p] = K[p][j] for j < d, p < 8; keys p >= nk are zero.
+void TransposeKeysBf16(const bf16* const rows[kKeys], size_t nk, size_t d, float* kt) {
+  const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  for (size_t j0 = 0; j0 < d; j0 += 16) {
+    const size_t n = MinSize(16, d - j0);
+    __m256i r[8];
+    for (size_t p = 0; p < kKeys; ++p)
+      r[p] = p < nk ? LoadRowBytes(rows[p] + j0, 2 * n) : _mm256_setzero_si256();
+    Transpose8x8(r);
+    // r[i] lane p holds the bf16 pair (2i, 2i + 1) of key p: low half -> f32 by a shift, high
+    // half by clearing the low one.
+    float* dst = kt + j0 * kKeys;
+    for (size_t i = 0; 2 * i < n; ++i) {
+      _mm256_store_ps(dst + (2 * i) * kKeys, _mm256_castsi256_ps(_mm256_slli_epi32(r[i], 16)));
+      if (2 * i + 1 < n)
+        _mm256_store_ps(dst + (2 * i + 1) * kKeys, _mm256_castsi256_ps(_mm256_and_si256(r[i], hi)));
+    }
+  }
+}
+
+// e4m3 byte `kByte` of each dword of x -> f32 value · 2^-120 (magnitude bits at 20..26, sign at
+// 31), as WidenFp8: move the byte to the top, shift right 4 arithmetically, mask.
+template <int kByte>
+inline __m256 Fp8ByteBits(__m256i x) {
+  if constexpr (kByte < 3) x = _mm256_slli_epi32(x, 24 - 8 * kByte);
+  return _mm256_castsi256_ps(
+      _mm256_and_si256(_mm256_srai_epi32(x, 4), _mm256_set1_epi32(static_cast<int>(0x87f00000u))));
+}
+
+// kt[j][p] = e4m3(K[p][j]) · scale[p], rounded once as WidenFp8 (× 2^120 is exact), keys p >= nk
+// zero.
+void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, size_t nk, size_t d,
+                      float* kt) {
+  alignas(32) float sc[kKeys] = {};
+  for (size_t p = 0; p < nk; ++p) sc[p] = scales[p];
+  const __m256 s = _mm256_load_ps(sc), p120 = _mm256_set1_ps(0x1p120f);
+  for (size_t j0 = 0; j0 < d; j0 += 32) {
+    const size_t n = MinSize(32, d - j0);
+    __m256i r[8];
+    for (size_t p = 0; p < kKeys; ++p)
+      r[p] = p < nk ? LoadRowBytes(rows[p] + j0, n) : _mm256_setzero_si256();
+    Transpose8x8(r);
+    // r[i] lane p holds codes 4i .. 4i + 3 of key p.
+    float* dst = kt + j0 * kKeys;
+    for (size_t i = 0; 4 * i < n; ++i) {
+      const __m256 b[4] = {Fp8ByteBits<0>(r[i]), Fp8ByteBits<1>(r[i]), Fp8ByteBits<2>(r[i]),
+                           Fp8ByteBits<3>(r[i])};
+      for (size_t e = 0; e < 4 && 4 * i + e < n; ++e)
+        _mm256_store_ps(dst + (4 * i + e) * kKeys, _mm256_mul_ps(_mm256_mul_ps(b[e], p120), s));
+    }
+  }
+}
+
+// out[r][p] = Σ_j q[r][j] · kt[j][p] for kRows rows. FMA latency 4-5 cycles at two a cycle: with
+// few rows the FMAs are split over independent chains.
+template <int kRows>
+inline void Scores(const float* const* q, const float* kt, size_t d, float* out) {
+  constexpr int kChains = kRows <= 2 ? 4 : (kRows <= 6 ? 2 : 1);
+  __m256 acc[kRows][kChains];
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kChains; ++c) acc[r][c] = _mm256_setzero_ps();
+  const size_t full = d / kChains * kChains;
+  for (size_t j = 0; j < full; j += kChains)
+    for (int c = 0; c < kChains; ++c) {
+      const __m256 k = _mm256_load_ps(kt + (j + c) * kKeys);
+      for (int r = 0; r < kRows; ++r)
+        acc[r][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + j + c), k, acc[r][c]);
+    }
+  for (size_t j = full; j < d; ++j) {
+    const __m256 k = _mm256_load_ps(kt + j * kKeys);
+    for (int r = 0; r < kRows; ++r)
+      acc[r][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + j), k, acc[r][0]);
+  }
+  for (int r = 0; r < kRows; ++r) {
+    __m256 t = acc[r][0];
+    for (int c = 1; c < kChains; ++c) t = _mm256_add_ps(t, acc[r][c]);
+    _mm256_store_ps(out + r * kKeys, t);
+  }
+}
+
+void ScoresN(size_t n, const float* const* q, const float* kt, size_t d, float* out) {
+  switch (n) {
+    case 1:
+      return Scores<1>(q, kt, d, out);
+    case 2:
+      return Scores<2>(q, kt, d, out);
+    case 3:
+      return Scores<3>(q, kt, d, out);
+    case 4:
+      return Scores<4>(q, kt, d, out);
+    case 5:
+      return Scores<5>(q, kt, d, out);
+    case 6:
+      return Scores<6>(q, kt, d, out);
+    case 7:
+      return Scores<7>(q, kt, d, out);
+    default:
+      return Scores<8>(q, kt, d, out);
+  }
+}
+
+inline float HorizontalMax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// One row's chunk of the online softmax (attention_fast_tile.h): keys past n_valid masked out of
+// the max, p = e^(s − max) zero there (Exp clamps, so the mask is applied after it).
+float SoftmaxRow(const float* s, size_t n_valid, float scale, float& max, float& sum, float* p) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 valid =
+      _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n_valid)), lane));
+  const __m256 sr = _mm256_blendv_ps(
+      _mm256_set1_ps(-INFINITY), _mm256_mul_ps(_mm256_load_ps(s), _mm256_set1_ps(scale)), valid);
+  const float old_max = max;
+  const float new_max = MaxF(old_max, HorizontalMax(sr));
+  // The max settles after a few chunks: skip the exp when it did not move.
+  const float corr = old_max == new_max ? 1.0f
+                     : old_max == -INFINITY
+                         ? 0.0f
+                         : _mm256_cvtss_f32(Exp(_mm256_set1_ps(old_max - new_max)));
+  const __m256 pr = _mm256_and_ps(valid, Exp(_mm256_sub_ps(sr, _mm256_set1_ps(new_max))));
+  _mm256_store_ps(p, pr);
+  sum = sum * corr + HorizontalSum(pr);
+  max = new_max;
+  return corr;
+}
+
+// acc[r][0, d) = acc[r] · corr[r] + Σ_{k < n_keys} p[r][k] · v[k] for kRows rows; p rows are
+// kKeys floats apart, v rows ldv apart (d rounded up to 8, the padding zero).
+template <int kRows>
+inline void AccumulatePv(float* const* acc, const float* corr, const float* p, const float* v,
+                         size_t ldv, size_t n_keys, size_t d) {
+  size_t j = 0;
+  for (; j + 32 <= d; j += 32) {
+    __m256 o[kRows][4];
+    for (int r = 0; r < kRows; ++r) {
+      const __m256 c = _mm256_set1_ps(corr[r]);
+      for (int i = 0; i < 4; ++i) o[r][i] = _mm256_mul_ps(_mm256_loadu_ps(acc[r] + j + 8 * i), c);
+    }
+    for (size_t k = 0; k < n_keys; ++k) {
+      const float* vk = v + k * ldv + j;
+      const __m256 v0 = _mm256_load_ps(vk), v1 = _mm256_load_ps(vk + 8);
+      const __m256 v2 = _mm256_load_ps(vk + 16), v3 = _mm256_load_ps(vk + 24);
+      for (int r = 0; r < kRows; ++r) {
+        const __m256 pr = _mm256_broadcast_ss(p + r * kKeys + k);
+        o[r][0] = _mm256_fmadd_ps(pr, v0, o[r][0]);
+        o[r][1] = _mm256_fmadd_ps(pr, v1, o[r][1]);
+        o[r][2] = _mm256_fmadd_ps(pr, v2, o[r][2]);
+        o[r][3] = _mm256_fmadd_ps(pr, v3, o[r][3]);
+      }
+    }
+    for (int r = 0; r < kRows; ++r)
+      for (int i = 0; i < 4; ++i) _mm256_storeu_ps(acc[r] + j + 8 * i, o[r][i]);
+  }
+  for (; j < d; j += 8) {
+    __m256 o[kRows];
+    for (int r = 0; r < kRows; ++r) {
+      alignas(32) float t[8] = {};
+      __builtin_memcpy(t, acc[r] + j, MinSize(8, d - j) * sizeof(float));
+      o[r] = _mm256_mul_ps(_mm256_load_ps(t), _mm256_set1_ps(corr[r]));
+    }
+    for (size_t k = 0; k < n_keys; ++k) {
+      const __m256 vk = _mm256_load_ps(v + k * ldv + j);  // padding columns: zero, unstored
+      for (int r = 0; r < kRows; ++r)
+        o[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r * kKeys + k), vk, o[r]);
+    }
+    for (int r = 0; r < kRows; ++r) StoreMasked(acc[r] + j, o[r], d - j, /*accumulate=*/false);
+  }
+}
+
+void AccumulatePvN(size_t n, float* const* acc, const float* corr, const float* p, const float* v,
+                   size_t ldv, size_t n_keys, size_t d) {
+  if (n == 1) return AccumulatePv<1>(acc, corr, p, v, ldv, n_keys, d);
+  AccumulatePv<2>(acc, corr, p, v, ldv, n_keys, d);
+}
+
+void StoreRowScaled(const float* acc, float inv, float* out, size_t d) {
+  const __m256 vi = _mm256_set1_ps(inv);
+  for (size_t j = 0; j < d; j += 8) {
+    alignas(32) float t[8] = {};
+    const size_t n = MinSize(8, d - j);
+    __builtin_memcpy(t, acc + j, n * sizeof(float));
+    StoreMasked(out + j, _mm256_mul_ps(_mm256_load_ps(t), vi), n, /*accumulate=*/false);
+  }
+}
+
+#include "kernels/attention_fast_tile.h"
+
 }  // namespace
 
 void AttentionTile(const AttentionTileArgs& args) {
-  AttentionTileImpl(args);
+  if (args.head_dim > kMaxHeadDim) return AttentionTileImpl(args);
+  if (args.head_dim == 128) return FastTile<128>(args);  // MiniMax-M2's and Qwen3-MoE's
+  FastTile<0>(args);
 }
 
 }  // namespace moeserve::kernels::avx2
