@@ -1,7 +1,9 @@
 // bench_attention: paged causal GQA attention on the MiniMax-M2 geometry (48 q heads, 8 kv heads,
 // head_dim 128, block 16), bf16 and FP8 KV caches, beside this machine's measured roofline.
 //   decode:  8 seqs x 4096 cached tokens, and 1 seq x 32768 (K+V far beyond the LLC): GB/s of
-//            K+V read against the read roofline, and GFLOP/s against the f32 FMA peak;
+//            K+V read against the read roofline, and GFLOP/s against the f32 FMA peak; and
+//            1 seq x 32768 with one kv head of 6 q heads (a tp-8 rank's share of MiniMax-M2: one
+//            work item unless Attention splits its keys; a different one of 16 each run);
 //   prefill: one 512-token prompt (causal, no context): GFLOP/s against the f32 FMA peak, and on
 //            amx against the tile unit's (its kernel: three bf16 products per f32 one).
 // FLOPs count 4 · head_dim per (q head, visible key): q·k and p·v, one multiply-add each.
@@ -19,6 +21,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "bench_timing.h"
@@ -139,6 +142,33 @@ void Run(const char* name, const AttentionShape& s, size_t seqs, size_t q_len, s
   std::printf("\n");
 }
 
+// One decode sequence per call, a different one of `seqs` each run, so that its K+V comes from
+// memory although one alone fits the LLC (a lone sequence: one work item per kv head).
+void RunRotating(const char* name, const AttentionShape& s, size_t seqs, size_t kv_len, bool fp8,
+                 const Roofline& roof, KernelContext& ctx, int runs) {
+  const PagedCache cache(s, seqs, 1, kv_len, fp8);
+  const size_t width = s.num_heads * s.head_dim;
+  std::mt19937 rng(3);
+  std::vector<float> q(width), out(width);
+  for (float& v : q) v = (static_cast<int>(rng() % 2001) - 1000) * 1e-3f;
+  const std::vector<AttentionSeq>& all = fp8 ? cache.seqs8 : cache.seqs16;
+  const Timing tm = Time(runs, [&](int r) {
+    AttentionSeq one = all[static_cast<size_t>(r) % seqs];
+    one.q_begin = 0;
+    Attention(q.data(), width, std::span<const AttentionSeq>(&one, 1), s, out.data(), width, ctx);
+  });
+  const double bytes = cache.Bytes() / seqs;
+  const double flop = 4.0 * s.head_dim * s.num_heads * kv_len;
+  std::printf(
+      "  %-30s %-4s %8.2f ms (best %.2f)  %6.1f GFLOP/s = %3.0f%% of f32 FMA peak  %6.1f GB/s = "
+      "%3.0f%% of read roofline (best %.1f GB/s)  [%.0f MB K+V, %zu key ranges]\n",
+      name, fp8 ? "fp8" : "bf16", tm.median_s * 1e3, tm.best_s * 1e3, flop / tm.median_s / 1e9,
+      100 * flop / tm.median_s / 1e9 / roof.f32_fma_gflops, bytes / tm.median_s / 1e9,
+      100 * bytes / tm.median_s / 1e9 / roof.read_gbps, bytes / tm.best_s / 1e9, bytes / 1e6,
+      AttentionKeySplits(std::span<const AttentionSeq>(all.data(), 1), s, ctx.pool().num_threads(),
+                         0));
+}
+
 }  // namespace
 
 int Main(int argc, char** argv) {
@@ -173,6 +203,11 @@ int Main(int argc, char** argv) {
     }
     Run("decode 8 seqs x 4096 tokens", s, 8, 1, 4096, fp8, roof, ctx, runs);
     if (!quick) Run("decode 1 seq x 32768 tokens", s, 1, 1, 32768, fp8, roof, ctx, runs);
+    if (!quick) {
+      const AttentionShape rank{6, 1, 128, 16, s.scale};
+      RunRotating("decode 1 x 32768, 1 kv head", rank, 16, 32768, fp8, roof, ctx,
+                  std::max(runs, 16));
+    }
     Run("prefill 512 tokens", s, 1, 512, 512, fp8, roof, ctx, runs);
   }
   return 0;

@@ -4,6 +4,15 @@
 // queries for all `group` q heads that share the kv head, so each K/V row is widened from bf16 once
 // and reused group × tile times. Keys are visited one cache block at a time with an online
 // (streaming) softmax: scores for the block, running max / sum rescaled, V accumulated.
+//
+// Split KV (flash decoding): a decode step has one tile per (sequence, kv head), 8 items for one
+// MiniMax-M2 sequence and a single one on a rank of tp 8, however many threads the rank has, and
+// one long sequence's items set a batch's time. So items longer than a fair share of the call's
+// keys (total / (2 · threads), at least kSplitMinKeys) are split into key ranges; each writes its
+// normalized partial output with its rows' max and sum, and a combine step weighs the splits by
+// sum · e^(max − M). Only tiles of sequences with at most kQueryTile queries are split (every row
+// then sees a key of every range). The split depends on the thread count: the results are the
+// same for the same call and pool, and differ from the unsplit ones by f32 summation order.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -21,6 +30,8 @@ namespace moeserve::kernels {
 namespace {
 
 constexpr size_t kQueryTile = 16;
+constexpr size_t kSplitMinKeys = 512;  // keys per split range, at least
+constexpr size_t kSplitAlign = 64;     // split boundaries: multiples of the AMX tile's key chunk
 
 void CheckShape(std::span<const AttentionSeq> seqs, const AttentionShape& s, size_t ldq,
                 size_t ldo) {
@@ -66,7 +77,20 @@ void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
 #include "kernels/attention_tile.h"
 
 struct Item {
-  size_t seq, kv_head, q0, q1;  // queries [q0, q1) of the sequence (local indices)
+  size_t seq, kv_head, q0, q1;       // queries [q0, q1) of the sequence (local indices)
+  size_t key0 = 0, key1 = SIZE_MAX;  // keys of a split item, else all
+  size_t part = 0;                   // a split item: its split index (0: not split)
+};
+
+// The splits of one sequence's tile: `splits` key ranges over [0, keys), boundaries multiples of
+// kSplitAlign not past `first_key` (the first query's position: every row sees every range).
+struct SplitPlan {
+  size_t seq, splits, keys, first_key;
+  size_t Bound(size_t j) const {  // boundary j of splits + 1
+    if (j == 0) return 0;
+    if (j == splits) return keys;
+    return (j * (first_key + 1) / splits) / kSplitAlign * kSplitAlign;
+  }
 };
 
 // A tile's K and V rows widened to f32 [bs, d] each, its scores [rows, bs], accumulators
@@ -87,9 +111,17 @@ struct TileScratch {
   }
 };
 
+// Where split items put their results: per sequence with splits, `splits` copies of its output
+// rows ([q_len][num_heads · head_dim] each) and of its rows' max and sum ([q_len · num_heads]).
+struct SplitParts {
+  float* out = nullptr;
+  float* max = nullptr;
+  float* sum = nullptr;
+};
+
 void RunItem(const KernelContext& ctx, const float* q, size_t ldq, const AttentionSeq& sq,
              const AttentionShape& s, const Item& it, float* out, size_t ldo,
-             ScratchBuffer& scratch, ScratchBuffer& tiles) {
+             const SplitParts* parts, ScratchBuffer& scratch, ScratchBuffer& tiles) {
   const size_t d = s.head_dim, group = s.num_heads / s.num_kv_heads, bs = s.block_size;
   // Sized for a whole tile whatever this one's rows, so that a thread's scratch does not depend on
   // which items the dynamic schedule gave it.
@@ -119,7 +151,62 @@ void RunItem(const KernelContext& ctx, const float* q, size_t ldq, const Attenti
                       sc.max,
                       sc.sum,
                       &tiles};
+  if (parts) {
+    // A split item's output is its split's copy of the sequence's rows (q0 = 0: one tile).
+    const size_t width = s.num_heads * s.head_dim, rows = sq.q_len * s.num_heads;
+    a.out = parts->out + it.part * sq.q_len * width;
+    a.ldo = width;
+    const size_t group = s.num_heads / s.num_kv_heads;
+    a.part_max = parts->max + it.part * rows + it.kv_head * sq.q_len * group;
+    a.part_sum = parts->sum + it.part * rows + it.kv_head * sq.q_len * group;
+    a.key0 = it.key0;
+    a.key1 = it.key1;
+  }
   ctx.kernels().attention_tile(a);
+}
+
+// out rows of one split sequence's kv head from its splits' partial outputs: each split's rows
+// weighed by sum · e^(max − M), M the largest max of the row.
+void CombineSplits(const AttentionSeq& sq, const AttentionShape& s, size_t kv_head, size_t splits,
+                   const SplitParts& parts, float* out, size_t ldo) {
+  const size_t d = s.head_dim, group = s.num_heads / s.num_kv_heads;
+  const size_t width = s.num_heads * d, rows = sq.q_len * s.num_heads;
+  for (size_t r = 0; r < sq.q_len * group; ++r) {
+    const size_t i = r / group, h = kv_head * group + r % group;
+    const size_t at = kv_head * sq.q_len * group + r;
+    float m = -std::numeric_limits<float>::infinity();
+    for (size_t p = 0; p < splits; ++p) m = std::max(m, parts.max[p * rows + at]);
+    float total = 0;
+    float* o = out + (sq.q_begin + i) * ldo + h * d;
+    for (size_t j = 0; j < d; ++j) o[j] = 0.0f;
+    for (size_t p = 0; p < splits; ++p) {
+      const float w = parts.sum[p * rows + at] * std::exp(parts.max[p * rows + at] - m);
+      total += w;
+      const float* po = parts.out + p * sq.q_len * width + i * width + h * d;
+      for (size_t j = 0; j < d; ++j) o[j] += w * po[j];
+    }
+    const float inv = 1.0f / total;
+    for (size_t j = 0; j < d; ++j) o[j] *= inv;
+  }
+}
+
+// A fair share of the call's keys for one item: total / (2 · threads), at least kSplitMinKeys.
+size_t SplitShare(std::span<const AttentionSeq> seqs, const AttentionShape& shape, size_t threads) {
+  size_t total_keys = 0;
+  for (const AttentionSeq& sq : seqs)
+    for (size_t q0 = 0; q0 < sq.q_len; q0 += kQueryTile)
+      total_keys +=
+          (sq.kv_len - sq.q_len + std::min(sq.q_len, q0 + kQueryTile)) * shape.num_kv_heads;
+  return std::max(kSplitMinKeys, total_keys / (2 * threads) + 1);
+}
+
+// The key ranges of a sequence's items: one unless it has a single query tile and more keys than
+// the share; each range at least kSplitMinKeys keys before query 0's position.
+size_t SplitCount(const AttentionSeq& sq, size_t share) {
+  if (sq.q_len == 0 || sq.q_len > kQueryTile) return 1;
+  const size_t by_share = (sq.kv_len + share - 1) / share;
+  const size_t by_keys = (sq.kv_len - sq.q_len + 1) / kSplitMinKeys;
+  return std::max<size_t>(1, std::min(by_share, by_keys));
 }
 
 void AttentionImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
@@ -127,22 +214,63 @@ void AttentionImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seq
   size_t num_items = 0;
   for (const AttentionSeq& sq : seqs)
     num_items += (sq.q_len + kQueryTile - 1) / kQueryTile * shape.num_kv_heads;
+  const size_t share = SplitShare(seqs, shape, ctx.pool().num_threads());
+  // Scratch: the plans (at most one per sequence), then each sequence's SplitParts.
+  auto* split_mem = static_cast<char*>(
+      ctx.call().attention_splits.Get(seqs.size() * (sizeof(SplitPlan) + sizeof(SplitParts))));
+  SplitPlan* plans = reinterpret_cast<SplitPlan*>(split_mem);
+  SplitParts* parts = reinterpret_cast<SplitParts*>(split_mem + seqs.size() * sizeof(SplitPlan));
+  size_t num_plans = 0, part_floats = 0, part_rows = 0;
+  for (size_t si = 0; si < seqs.size(); ++si) {
+    const AttentionSeq& sq = seqs[si];
+    const size_t splits = SplitCount(sq, share);
+    if (splits < 2) continue;
+    plans[num_plans++] = {si, splits, sq.kv_len, sq.kv_len - sq.q_len};
+    num_items += (splits - 1) * shape.num_kv_heads;
+    part_floats += splits * sq.q_len * shape.num_heads * shape.head_dim;
+    part_rows += splits * sq.q_len * shape.num_heads;
+  }
+  for (size_t si = 0; si < seqs.size(); ++si) parts[si] = SplitParts{};
+  float* part_mem = ctx.call().attention_partials.As<float>(part_floats + 2 * part_rows);
+  for (size_t pi = 0; pi < num_plans; ++pi) {
+    const SplitPlan& pl = plans[pi];
+    const size_t floats = pl.splits * seqs[pl.seq].q_len * shape.num_heads * shape.head_dim;
+    const size_t rows = pl.splits * seqs[pl.seq].q_len * shape.num_heads;
+    parts[pl.seq] = {part_mem, part_mem + floats, part_mem + floats + rows};
+    part_mem += floats + 2 * rows;
+  }
   Item* items = ctx.call().attention_items.As<Item>(num_items);
   size_t n = 0;
-  for (size_t si = 0; si < seqs.size(); ++si)
+  size_t plan = 0;
+  for (size_t si = 0; si < seqs.size(); ++si) {
+    if (plan < num_plans && plans[plan].seq == si) {
+      const SplitPlan& pl = plans[plan++];
+      for (size_t p = 0; p < pl.splits; ++p)
+        for (size_t g = 0; g < shape.num_kv_heads; ++g)
+          items[n++] = {si, g, 0, seqs[si].q_len, pl.Bound(p), pl.Bound(p + 1), p};
+      continue;
+    }
     for (size_t q0 = 0; q0 < seqs[si].q_len; q0 += kQueryTile)
       for (size_t g = 0; g < shape.num_kv_heads; ++g)
         items[n++] = {si, g, q0, std::min(seqs[si].q_len, q0 + kQueryTile)};
+  }
+  // Item length: the keys it visits.
+  auto keys_of = [&](const Item& it) {
+    return std::min(seqs[it.seq].kv_len - seqs[it.seq].q_len + it.q1, it.key1) - it.key0;
+  };
   // Longest tiles (latest queries see the most keys) first, for the dynamic scheduler's balance.
-  std::stable_sort(items, items + num_items, [&](const Item& a, const Item& b) {
-    const size_t ka = seqs[a.seq].kv_len - seqs[a.seq].q_len + a.q1;
-    const size_t kb = seqs[b.seq].kv_len - seqs[b.seq].q_len + b.q1;
-    return ka > kb;
-  });
+  std::stable_sort(items, items + num_items,
+                   [&](const Item& a, const Item& b) { return keys_of(a) > keys_of(b); });
   ctx.pool().ParallelForDynamic(num_items, [&](size_t i, size_t thread) {
     const Item& it = items[i];
     WorkerScratch& w = ctx.worker(thread);
-    RunItem(ctx, q, ldq, seqs[it.seq], shape, it, out, ldo, w.attention, w.attention_tiles);
+    const SplitParts* sp = parts[it.seq].out ? &parts[it.seq] : nullptr;
+    RunItem(ctx, q, ldq, seqs[it.seq], shape, it, out, ldo, sp, w.attention, w.attention_tiles);
+  });
+  if (num_plans == 0) return;
+  ctx.pool().ParallelForDynamic(num_plans * shape.num_kv_heads, [&](size_t i, size_t) {
+    const SplitPlan& pl = plans[i / shape.num_kv_heads];
+    CombineSplits(seqs[pl.seq], shape, i % shape.num_kv_heads, pl.splits, parts[pl.seq], out, ldo);
   });
 }
 
@@ -210,6 +338,11 @@ void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
                const AttentionShape& shape, float* out, size_t ldo, KernelContext& ctx) {
   CheckShape(seqs, shape, ldq, ldo);
   AttentionImpl(q, ldq, seqs, shape, out, ldo, ctx);
+}
+
+size_t AttentionKeySplits(std::span<const AttentionSeq> seqs, const AttentionShape& shape,
+                          size_t threads, size_t seq) {
+  return SplitCount(seqs[seq], SplitShare(seqs, shape, threads == 0 ? 1 : threads));
 }
 
 void AttentionReference(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,

@@ -40,9 +40,15 @@ struct AttentionShape {
 
 // out[t, h*head_dim + d] = Σ_p softmax_p(scale · q_t,h · k_p,g) · v_p,g[d], g = h /
 // (heads/kv_heads), p ≤ position of t. q: f32 [*, ldq]; out: f32 [*, ldo]. Scores, softmax and sums
-// in f32 (K and V are read from bf16 or FP8). Work is split over (sequence, kv head, query tile).
+// in f32 (K and V are read from bf16 or FP8). Work is split over (sequence, kv head, query tile),
+// and a long sequence with few queries (decode) also over key ranges, combined at the end.
 void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
                const AttentionShape& shape, float* out, size_t ldo, KernelContext& ctx);
+
+// Into how many key ranges Attention on a pool of `threads` threads splits the work of sequence
+// `seq` (1: not split; see attention.cc). For tests and benchmarks.
+size_t AttentionKeySplits(std::span<const AttentionSeq> seqs, const AttentionShape& shape,
+                          size_t threads, size_t seq);
 
 void AttentionReference(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
                         const AttentionShape& shape, float* out, size_t ldo);

@@ -306,7 +306,7 @@ void AttentionTile(const AttentionTileArgs& a) {
   if (!TilesFit(a)) return avx512bf16::AttentionTile(a);
   const size_t d = a.head_dim, bs = a.block_size, group = a.group, steps = d / 32, dbs = d / 16;
   const size_t rows = (a.q1 - a.q0) * group, blocks = (rows + 15) / 16, rp = blocks * 16;
-  const size_t kv_end = a.first_pos + a.q1;
+  const size_t kv_end = a.first_pos + a.q1 < a.key1 ? a.first_pos + a.q1 : a.key1;
   const bool fp8 = a.k_blocks8 != nullptr;
   // A bf16 cache block holds whole 16-key blocks of a chunk when bs % 16 == 0: K tiles are then
   // loaded from the cache itself (rows num_kv_heads · d apart).
@@ -380,7 +380,7 @@ void AttentionTile(const AttentionTileArgs& a) {
   };
 
   ConfigureTiles();
-  for (size_t c0 = 0; c0 < kv_end; c0 += kChunk) {
+  for (size_t c0 = a.key0; c0 < kv_end; c0 += kChunk) {
     const size_t nk = kv_end - c0 < kChunk ? kv_end - c0 : kChunk;
     const size_t n_ks = (nk + 31) / 32;
     n_kb = (nk + 15) / 16;
@@ -451,11 +451,11 @@ void AttentionTile(const AttentionTileArgs& a) {
       __m512 corr = _mm512_set1_ps(1.0f);
       if (moved) {
         corr = _mm512_mask_mov_ps(corr, moved, Exp(_mm512_sub_ps(old_max, new_max)));
-        if (c0 > 0 && !single) {
+        if (c0 > a.key0 && !single) {
           float* o = b.ot + rb * dbs * kTile;
           for (size_t n = 0; n < d; ++n)
             _mm512_store_ps(o + n * 16, _mm512_mul_ps(_mm512_load_ps(o + n * 16), corr));
-        } else if (c0 > 0) {
+        } else if (c0 > a.key0) {
           alignas(64) float c[16];
           _mm512_store_ps(c, corr);
           for (size_t n = 0; n < 16; ++n)
@@ -499,13 +499,15 @@ void AttentionTile(const AttentionTileArgs& a) {
         }
       // O^T += V^T · P^T, or O += P · V for a single block (from zero tiles in the first chunk).
       if (single)
-        AccumulatePv<true>(b.pt, b.vt, b.ot, d, n_ks, c0 == 0);
+        AccumulatePv<true>(b.pt, b.vt, b.ot, d, n_ks, c0 == a.key0);
       else
-        AccumulatePv<false>(b.pt, b.vt, b.ot + rb * dbs * kTile, d, n_ks, c0 == 0);
+        AccumulatePv<false>(b.pt, b.vt, b.ot + rb * dbs * kTile, d, n_ks, c0 == a.key0);
     }
   }
   _tile_release();
 
+  if (a.part_max)
+    for (size_t r = 0; r < rows; ++r) a.part_max[r] = b.max[r], a.part_sum[r] = b.sum[r];
   if (single) {
     for (size_t r = 0; r < rows; ++r) {
       const size_t i = a.q0 + r / group, h = a.kv_head * group + r % group;

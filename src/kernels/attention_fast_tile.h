@@ -33,7 +33,8 @@ template <size_t kD>
 void FastTile(const AttentionTileArgs& a) {
   const size_t d = kD ? kD : a.head_dim, bs = a.block_size, group = a.group;
   const size_t rows = (a.q1 - a.q0) * group;
-  const size_t kv_end = a.first_pos + a.q1;  // keys [0, kv_end) matter to this tile
+  // Keys [a.key0, kv_end) matter to this tile.
+  const size_t kv_end = a.first_pos + a.q1 < a.key1 ? a.first_pos + a.q1 : a.key1;
   const size_t ldv = (d + kKeys - 1) / kKeys * kKeys;
   for (size_t r = 0; r < rows; ++r) {
     a.max[r] = -INFINITY;
@@ -50,7 +51,7 @@ void FastTile(const AttentionTileArgs& a) {
   float corr[kQkRows];
   const float* q_rows[kQkRows];
   float* acc_rows[kQkRows];
-  for (size_t c0 = 0; c0 < kv_end; c0 += kKeys) {
+  for (size_t c0 = a.key0; c0 < kv_end; c0 += kKeys) {
     const size_t nk = kv_end - c0 < kKeys ? kv_end - c0 : kKeys;
     // Rows are ordered by query, so the rows that see any key of this chunk are a suffix.
     const size_t i_first = c0 > a.first_pos + a.q0 ? c0 - a.first_pos : a.q0;
@@ -102,6 +103,7 @@ void FastTile(const AttentionTileArgs& a) {
   for (size_t r = 0; r < rows; ++r) {
     const size_t i = a.q0 + r / group, h = a.kv_head * group + r % group;
     StoreRowScaled(a.acc + r * d, 1.0f / a.sum[r], a.out + i * a.ldo + h * d, d);
+    if (a.part_max) a.part_max[r] = a.max[r], a.part_sum[r] = a.sum[r];
   }
 }
 

@@ -40,6 +40,14 @@ struct AttentionTileArgs {
   float *k, *v, *scores, *acc, *max, *sum;
   // The calling thread's scratch for tiles that need more (amx::AttentionTile), or null.
   ScratchBuffer* tile_scratch = nullptr;
+  // A split-KV item (attention.cc) sees only keys [key0, key1) of the sequence (key1 is capped at
+  // each row's causal end; key0 is a multiple of 64 and at most the position of query q0, so
+  // every row sees at least one key), and also stores each row's running max and sum at
+  // part_max[r] and part_sum[r] (rows r = (query − q0) · group + q head in the group), from which
+  // the partial outputs of an item's splits are combined. Defaults: all keys, nothing stored.
+  size_t key0 = 0, key1 = SIZE_MAX;
+  float* part_max = nullptr;
+  float* part_sum = nullptr;
 };
 
 // A row range of a quantized weight as the ISA kernels see it (matmul.cc fills it from a

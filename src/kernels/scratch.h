@@ -53,11 +53,14 @@ struct CallScratch {
   ScratchBuffer x;          // MatMul's prepared x
   ScratchBuffer moe_index;  // MoeExperts' routing tables
   ScratchBuffer moe_x, moe_gate_up, moe_act, moe_act_x;
-  ScratchBuffer attention_items;  // Attention's work items
+  ScratchBuffer attention_items;     // Attention's work items
+  ScratchBuffer attention_splits;    // its split-KV plans (attention.cc)
+  ScratchBuffer attention_partials;  // split items' partial outputs, row maxima and sums
 
   size_t bytes() const {
     return x.capacity() + moe_index.capacity() + moe_x.capacity() + moe_gate_up.capacity() +
-           moe_act.capacity() + moe_act_x.capacity() + attention_items.capacity();
+           moe_act.capacity() + moe_act_x.capacity() + attention_items.capacity() +
+           attention_splits.capacity() + attention_partials.capacity();
   }
 };
 

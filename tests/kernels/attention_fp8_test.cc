@@ -218,5 +218,25 @@ TEST_P(AttentionFp8EveryIsa, MatchesReferenceLongPrompts) {
   CheckFp8({5, 1, 64, 7, 0.125f}, {37, 70}, {37, 135}, ctx, rng);
 }
 
+// Long decodes split over key ranges (attention_test.cc's MatchesReferenceWithKeySplits) on an
+// FP8 cache: a lone one-kv-head decode and a mixed batch, 2 and 4 threads.
+TEST_P(AttentionFp8EveryIsa, MatchesReferenceWithKeySplits) {
+  std::mt19937 rng(12);
+  for (const size_t threads : {2, 4}) {
+    ThreadPool pool(threads);
+    KernelContext ctx(pool, isa());
+    const AttentionShape one{6, 1, 128, 16, 1 / std::sqrt(128.0f)};
+    std::vector<AttentionSeq> lone{{0, 1, 3000}};
+    ASSERT_GT(AttentionKeySplits(lone, one, threads, 0), 1u);
+    CheckFp8(one, {1}, {3000}, ctx, rng);
+    if (HasFatalFailure()) return;
+    const AttentionShape two{12, 2, 64, 7, 0.125f};
+    std::vector<AttentionSeq> mixed{{0, 1, 2600}, {1, 9, 1500}, {10, 40, 40}, {50, 0, 5}};
+    ASSERT_GT(AttentionKeySplits(mixed, two, threads, 0), 1u);
+    CheckFp8(two, {1, 9, 40, 0}, {2600, 1500, 40, 5}, ctx, rng);
+    if (HasFatalFailure()) return;
+  }
+}
+
 }  // namespace
 }  // namespace moeserve::kernels
