@@ -11,7 +11,10 @@
 # NPP / NTG / NPL (batched: 128 / 32 / 16), ENGINES (subset of "moeserve ik llama"), IK_FLAGS / LLAMA_FLAGS
 # (extra llama-bench flags; default "-rtr 1" / none), IK_BATCHED_FLAGS / LLAMA_BATCHED_FLAGS (extra
 # llama-batched-bench flags; default "-rtr" / none: ik's common -rtr takes no value), MOESERVE_FLAGS
-# (extra `moeserve bench` flags), LOGDIR (raw logs and results.tsv; default a new /tmp folder).
+# (extra `moeserve bench` flags), LOGDIR (raw logs and results.tsv; default a new /tmp folder),
+# DEPTH (a context length, default 0 = off: also a DEPTH-token prefill and TG tokens decoded after
+# it, one repetition per round; llama-bench -p DEPTH -gp DEPTH,TG: the KV cache and attention,
+# not only the weights, set that decode's speed).
 # An engine whose directory / binary is not given or not built is skipped (its column reads "-").
 set -eu
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -24,12 +27,12 @@ while [ $# -gt 0 ]; do
     --moeserve) MOESERVE=$2; shift 2 ;;
     --rounds) R=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | cut -c3-; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | cut -c3-; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 R=${R:-2} THREADS=${THREADS:-2} PP=${PP:-512} TG=${TG:-64} REPS=${REPS:-3}
-NPP=${NPP:-128} NTG=${NTG:-32} NPL=${NPL:-16}
+NPP=${NPP:-128} NTG=${NTG:-32} NPL=${NPL:-16} DEPTH=${DEPTH:-0}
 IK_FLAGS=${IK_FLAGS--rtr 1} LLAMA_FLAGS=${LLAMA_FLAGS:-} MOESERVE_FLAGS=${MOESERVE_FLAGS:-}
 IK_BATCHED_FLAGS=${IK_BATCHED_FLAGS--rtr} LLAMA_BATCHED_FLAGS=${LLAMA_BATCHED_FLAGS:-}
 MOESERVE=${MOESERVE:-$ROOT/build/src/apps/moeserve}
@@ -63,7 +66,7 @@ flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
 isa=""
 for f in avx512f avx512_bf16 avx512_vnni avx_vnni avx2; do [[ " $flags " == *" $f "* ]] && isa+="$f "; done
 echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'); ISA flags: ${isa:-none of avx2/avx512}; MOESERVE_ISA=${MOESERVE_ISA:-unset}"
-echo "threads $THREADS, rounds $R; prefill $PP, decode $TG (x$REPS); batched: $NPL seqs, moeserve ctx $PP+$TG, llama npp $NPP ntg $NTG"
+echo "threads $THREADS, rounds $R; prefill $PP, decode $TG (x$REPS); batched: $NPL seqs, moeserve ctx $PP+$TG, llama npp $NPP ntg $NTG; depth $DEPTH"
 for e in "${engines[@]}"; do
   case $e in
     moeserve) echo "moeserve: $MOESERVE ($(commit "$ROOT")), model $HF $MOESERVE_FLAGS" ;;
@@ -84,6 +87,15 @@ run_moeserve() {  # $1 round
     /^decode \(batch 1\):/ { print r "\tmoeserve\tdecode\t" $4 }
     $0 ~ "^decode \\(batch " npl "\\):.*distinct tokens" { print r "\tmoeserve\tbatch\t" $4 }
     $0 ~ "^decode \\(batch " npl "\\):.*same tokens" { print r "\tmoeserve\tbatch_same\t" $4 }' "$log" >> "$RES"
+  [ "$DEPTH" -gt 0 ] || return 0
+  log=$LOGDIR/moeserve.depth.r$1.log
+  # shellcheck disable=SC2086
+  "$MOESERVE" bench --model "$HF" --runs 1 --prompt-len "$DEPTH" --decode-tokens "$TG" \
+    --threads "$THREADS" $MOESERVE_FLAGS > "$log" 2>&1 ||
+    { echo "moeserve bench (depth) failed, see $log" >&2; return 0; }
+  awk -v r="$1" '
+    /^prefill \(/ { for (i = 1; i < NF; i++) if ($(i+1) == "tok/s") { print r "\tmoeserve\tprefill_depth\t" $i; break } }
+    /^decode \(batch 1\):/ { print r "\tmoeserve\tdecode_depth\t" $4 }' "$log" >> "$RES"
 }
 
 run_llama() {  # $1 round, $2 engine (ik|llama)
@@ -104,6 +116,20 @@ for row in rows:
     if kind: print(f"{sys.argv[2]}\t{sys.argv[3]}\t{kind}\t{statistics.median(ts):.2f}")
 EOF
   else echo "$2 llama-bench failed, see $log.err" >&2; fi
+  if [ "$DEPTH" -gt 0 ]; then
+    log=$LOGDIR/$2.depth.r$1
+    # shellcheck disable=SC2086
+    if (cd "$LOGDIR" && exec "$bin/llama-bench" -m "$GGUF" -t "$THREADS" -p "$DEPTH" -n 0 \
+          -gp "$DEPTH,$TG" -r 1 -o json $flags) > "$log.json" 2> "$log.err"; then
+      /usr/bin/env python3 - "$log.json" "$1" "$2" >> "$RES" <<'EOF'
+import json, statistics, sys
+for row in json.load(open(sys.argv[1])):
+    ts = row.get("samples_ts") or [row["avg_ts"]]
+    kind = "prefill_depth" if row["n_gen"] == 0 else "decode_depth"
+    print(f"{sys.argv[2]}\t{sys.argv[3]}\t{kind}\t{statistics.median(ts):.2f}")
+EOF
+    else echo "$2 llama-bench (depth) failed, see $log.err" >&2; fi
+  fi
   log=$LOGDIR/$2.batched.r$1.log
   # shellcheck disable=SC2086
   if (cd "$LOGDIR" && exec "$bin/llama-batched-bench" -m "$GGUF" -t "$THREADS" -c 4096 -b 2048 -ub 512 -npp "$NPP" \
@@ -127,7 +153,7 @@ for ((r = 1; r <= R; r++)); do
   done
 done
 
-/usr/bin/env python3 - "$RES" "$NPL" <<'EOF'
+/usr/bin/env python3 - "$RES" "$NPL" "$DEPTH" <<'EOF'
 import collections, statistics, sys
 v = collections.defaultdict(list)
 for line in open(sys.argv[1]):
@@ -135,11 +161,13 @@ for line in open(sys.argv[1]):
 med = {k: statistics.median(x) for k, x in v.items()}
 cols = [("moeserve", "moeserve"), ("ik", "ik_llama.cpp"), ("llama", "llama.cpp")]
 rows = [("prefill", "prefill tok/s"), ("decode", "decode b1 tok/s"),
-        ("batch", f"{sys.argv[2]}-seq, own tokens"), ("batch_same", f"{sys.argv[2]}-seq, same token")]
+        ("batch", f"{sys.argv[2]}-seq, own tokens"), ("batch_same", f"{sys.argv[2]}-seq, same token"),
+        ("prefill_depth", f"prefill {sys.argv[3]} tok/s"), ("decode_depth", f"decode @{sys.argv[3]} tok/s")]
 def f(k): return f"{med[k]:.1f}" if k in med else "-"
 def ratio(m, e): return f"{med['moeserve', m] / med[e, m]:.2f}" if ('moeserve', m) in med and (e, m) in med else "-"
 print(f"\n{'':22}" + "".join(f"{n:>14}" for _, n in cols) + f"{'ms/ik':>9}{'ms/llama':>10}   n(rounds)")
 for m, name in rows:
+    if not any(k[1] == m for k in med): continue
     print(f"{name:22}" + "".join(f"{f((e, m)):>14}" for e, _ in cols)
           + f"{ratio(m, 'ik'):>9}{ratio(m, 'llama'):>10}   "
           + "/".join(str(len(v[e, m])) for e, _ in cols if (e, m) in v))
