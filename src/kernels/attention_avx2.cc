@@ -205,27 +205,6 @@ inline void Scores(const float* const* q, const float* kt, size_t d, float* out)
   }
 }
 
-void ScoresN(size_t n, const float* const* q, const float* kt, size_t d, float* out) {
-  switch (n) {
-    case 1:
-      return Scores<1>(q, kt, d, out);
-    case 2:
-      return Scores<2>(q, kt, d, out);
-    case 3:
-      return Scores<3>(q, kt, d, out);
-    case 4:
-      return Scores<4>(q, kt, d, out);
-    case 5:
-      return Scores<5>(q, kt, d, out);
-    case 6:
-      return Scores<6>(q, kt, d, out);
-    case 7:
-      return Scores<7>(q, kt, d, out);
-    default:
-      return Scores<8>(q, kt, d, out);
-  }
-}
-
 inline float HorizontalMax(__m256 v) {
   __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   m = _mm_max_ps(m, _mm_movehl_ps(m, m));

@@ -243,27 +243,6 @@ inline void AccumulatePv(float* const* acc, const float* corr, const float* p, c
   }
 }
 
-void ScoresN(size_t n, const float* const* q, const float* kt, size_t d, float* out) {
-  switch (n) {
-    case 1:
-      return Scores<1>(q, kt, d, out);
-    case 2:
-      return Scores<2>(q, kt, d, out);
-    case 3:
-      return Scores<3>(q, kt, d, out);
-    case 4:
-      return Scores<4>(q, kt, d, out);
-    case 5:
-      return Scores<5>(q, kt, d, out);
-    case 6:
-      return Scores<6>(q, kt, d, out);
-    case 7:
-      return Scores<7>(q, kt, d, out);
-    default:
-      return Scores<8>(q, kt, d, out);
-  }
-}
-
 void AccumulatePvN(size_t n, float* const* acc, const float* corr, const float* p, const float* v,
                    size_t ldv, size_t n_keys, size_t d) {
   switch (n) {

@@ -9,8 +9,9 @@
 //   void TransposeKeysBf16(const bf16* const rows[kKeys], size_t nk, size_t d, float* kt);
 //   void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, size_t nk,
 //                         size_t d, float* kt);        kt[j][p] = K[p][j] as f32, keys p >= nk zero
-//   void ScoresN(size_t n, const float* const* q, const float* kt, size_t d, float* s);
-//                                       s[r][p] = q[r] · K[p], n ≤ kQkRows rows, kKeys apart
+//   template <int kRows> void Scores(const float* const* q, const float* kt, size_t d, float* s);
+//                                       s[r][p] = q[r] · K[p] for kRows ≤ kQkRows = 8 rows,
+//                                       kKeys apart (the rows unrolled)
 //   float SoftmaxRow(const float* s, size_t n_valid, float scale, float& max, float& sum,
 //                    float* p);         one row's chunk: p = e^(scale · s − max') on keys
 //                                       [0, n_valid), zero past them; max and sum updated;
@@ -28,6 +29,29 @@
 // Numerics as the generic tile (attention_tile.h) and AttentionReference: q, scores, softmax and
 // sums in f32, K and V dequantized exactly; only the summation order and the vector exp differ.
 namespace {
+
+static_assert(kQkRows == 8, "ScoresN dispatches Scores<1> .. Scores<8>");
+
+inline void ScoresN(size_t n, const float* const* q, const float* kt, size_t d, float* out) {
+  switch (n) {
+    case 1:
+      return Scores<1>(q, kt, d, out);
+    case 2:
+      return Scores<2>(q, kt, d, out);
+    case 3:
+      return Scores<3>(q, kt, d, out);
+    case 4:
+      return Scores<4>(q, kt, d, out);
+    case 5:
+      return Scores<5>(q, kt, d, out);
+    case 6:
+      return Scores<6>(q, kt, d, out);
+    case 7:
+      return Scores<7>(q, kt, d, out);
+    default:
+      return Scores<8>(q, kt, d, out);
+  }
+}
 
 template <size_t kD>
 void FastTile(const AttentionTileArgs& a) {
