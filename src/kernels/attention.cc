@@ -11,8 +11,10 @@
 // keys (total / (2 · threads), at least kSplitMinKeys) are split into key ranges; each writes its
 // normalized partial output with its rows' max and sum, and a combine step weighs the splits by
 // sum · e^(max − M). Only tiles of sequences with at most kQueryTile queries are split (every row
-// then sees a key of every range). The split depends on the thread count: the results are the
-// same for the same call and pool, and differ from the unsplit ones by f32 summation order.
+// then sees a key of every range). The split depends on the call (the pool's thread count and
+// the other sequences' lengths): the results are the same for the same call and pool, and a
+// split sequence's differ from its unsplit ones by f32 summation order, as a batch's numerics do
+// in any batching engine.
 #include "kernels/attention.h"
 
 #include <algorithm>
