@@ -81,7 +81,7 @@ void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
 struct Item {
   size_t seq, kv_head, q0, q1;       // queries [q0, q1) of the sequence (local indices)
   size_t key0 = 0, key1 = SIZE_MAX;  // keys of a split item, else all
-  size_t part = 0;                   // a split item: its split index (0: not split)
+  size_t part = 0;                   // a split item: the index of its key range
 };
 
 // The splits of one sequence's tile: `splits` key ranges over [0, keys), boundaries multiples of
@@ -114,11 +114,22 @@ struct TileScratch {
 };
 
 // Where split items put their results: per sequence with splits, `splits` copies of its output
-// rows ([q_len][num_heads · head_dim] each) and of its rows' max and sum ([q_len · num_heads]).
+// rows ([q_len][num_heads · head_dim] each) and of its rows' max and sum ([q_len · num_heads],
+// a kv head's rows (query − q0) · group + q head in the group together). One definition of the
+// layout for the items that write it and the combine that reads it.
 struct SplitParts {
   float* out = nullptr;
   float* max = nullptr;
   float* sum = nullptr;
+  size_t q_len = 0, num_heads = 0, head_dim = 0, group = 0;
+
+  size_t Width() const { return num_heads * head_dim; }
+  // Key range `part`'s output rows ([q_len][Width()]).
+  float* Out(size_t part) const { return out + part * q_len * Width(); }
+  // Index into max / sum of key range `part`'s row 0 of kv head `kv_head`.
+  size_t RowAt(size_t part, size_t kv_head) const {
+    return part * q_len * num_heads + kv_head * q_len * group;
+  }
 };
 
 void RunItem(const KernelContext& ctx, const float* q, size_t ldq, const AttentionSeq& sq,
@@ -154,13 +165,11 @@ void RunItem(const KernelContext& ctx, const float* q, size_t ldq, const Attenti
                       sc.sum,
                       &tiles};
   if (parts) {
-    // A split item's output is its split's copy of the sequence's rows (q0 = 0: one tile).
-    const size_t width = s.num_heads * s.head_dim, rows = sq.q_len * s.num_heads;
-    a.out = parts->out + it.part * sq.q_len * width;
-    a.ldo = width;
-    const size_t group = s.num_heads / s.num_kv_heads;
-    a.part_max = parts->max + it.part * rows + it.kv_head * sq.q_len * group;
-    a.part_sum = parts->sum + it.part * rows + it.kv_head * sq.q_len * group;
+    // A split item's output is its key range's copy of the sequence's rows (q0 = 0: one tile).
+    a.out = parts->Out(it.part);
+    a.ldo = parts->Width();
+    a.part_max = parts->max + parts->RowAt(it.part, it.kv_head);
+    a.part_sum = parts->sum + parts->RowAt(it.part, it.kv_head);
     a.key0 = it.key0;
     a.key1 = it.key1;
   }
@@ -172,19 +181,18 @@ void RunItem(const KernelContext& ctx, const float* q, size_t ldq, const Attenti
 void CombineSplits(const AttentionSeq& sq, const AttentionShape& s, size_t kv_head, size_t splits,
                    const SplitParts& parts, float* out, size_t ldo) {
   const size_t d = s.head_dim, group = s.num_heads / s.num_kv_heads;
-  const size_t width = s.num_heads * d, rows = sq.q_len * s.num_heads;
   for (size_t r = 0; r < sq.q_len * group; ++r) {
     const size_t i = r / group, h = kv_head * group + r % group;
-    const size_t at = kv_head * sq.q_len * group + r;
     float m = -std::numeric_limits<float>::infinity();
-    for (size_t p = 0; p < splits; ++p) m = std::max(m, parts.max[p * rows + at]);
+    for (size_t p = 0; p < splits; ++p) m = std::max(m, parts.max[parts.RowAt(p, kv_head) + r]);
     float total = 0;
     float* o = out + (sq.q_begin + i) * ldo + h * d;
     for (size_t j = 0; j < d; ++j) o[j] = 0.0f;
     for (size_t p = 0; p < splits; ++p) {
-      const float w = parts.sum[p * rows + at] * std::exp(parts.max[p * rows + at] - m);
+      const size_t at = parts.RowAt(p, kv_head) + r;
+      const float w = parts.sum[at] * std::exp(parts.max[at] - m);
       total += w;
-      const float* po = parts.out + p * sq.q_len * width + i * width + h * d;
+      const float* po = parts.Out(p) + i * parts.Width() + h * d;
       for (size_t j = 0; j < d; ++j) o[j] += w * po[j];
     }
     const float inv = 1.0f / total;
@@ -238,7 +246,13 @@ void AttentionImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seq
     const SplitPlan& pl = plans[pi];
     const size_t floats = pl.splits * seqs[pl.seq].q_len * shape.num_heads * shape.head_dim;
     const size_t rows = pl.splits * seqs[pl.seq].q_len * shape.num_heads;
-    parts[pl.seq] = {part_mem, part_mem + floats, part_mem + floats + rows};
+    parts[pl.seq] = {part_mem,
+                     part_mem + floats,
+                     part_mem + floats + rows,
+                     seqs[pl.seq].q_len,
+                     shape.num_heads,
+                     shape.head_dim,
+                     shape.num_heads / shape.num_kv_heads};
     part_mem += floats + 2 * rows;
   }
   Item* items = ctx.call().attention_items.As<Item>(num_items);
