@@ -16,10 +16,13 @@
 //                                are lane-wise; P's parts are packed as key pairs (B tiles)
 //   O^T [dims][rows] += V^T · P^T   A: V transposed per chunk (key pairs interleaved, then a 16 x
 //                                16 dword transpose), shared by all row blocks; C: O^T per block
-// Keys go in chunks of 64 (four 16-key blocks of S^T; two 32-key steps of P·V); each row block's
-// scores are issued to the tile unit before the previous block's softmax runs on the vector units.
+// Keys go in chunks of 64 (four 16-key blocks of S^T; two 32-key steps of P·V). The tile
+// products are issued a few at a time between the vector work they do not depend on (a row
+// block's softmax runs between the previous block's P·V and the next block's scores), so that
+// the tile unit and the vector units work at once (ScoreUnits, PvUnits).
 // A single row block (decode: a query's q heads) keeps O row-major instead, O += P·V with P's
-// tiles transposed and V's key pairs only interleaved (no transposes of V).
+// tiles transposed and V's key pairs only interleaved (no transposes of V); its softmax of chunk
+// c runs between the scores of chunk c + 1, and its P·V between the V pairs of chunk c + 1.
 // FP8 caches: codes decoded to exact bf16 rows; a key's scale multiplies its score, a value's its
 // weight in P (the same real products as dequantizing first, each rounded once in f32).
 #include <immintrin.h>
@@ -92,14 +95,14 @@ struct Buffers {
   uint32_t* qt;    // [rp / 16][steps][kParts] tiles: B tiles of Q^T
   uint16_t* krow;  // [kChunk][d] bf16: K rows decoded or gathered (A tiles of K)
   uint16_t* vrow;  // [kChunk][d] bf16: V rows decoded (FP8)
-  uint32_t* vt;    // [db][kKeySteps] tiles: A tiles of V^T
+  uint32_t* vt;    // [2][db][kKeySteps] tiles: A tiles of V^T (or B tiles of V), two chunks'
   float* st;       // [2][kChunk][16]: S^T of a row block (two, for the pipelining)
   uint32_t* pt;    // [kKeySteps][kParts] tiles: B tiles of P^T for one row block
   float* ot;       // [rp / 16][db] tiles: O^T, C tiles
   float* max;      // [rp]
   float* sum;      // [rp]
   int32_t* pos;    // [rp]: each row's query position (−1: padding)
-  float* kscale;   // FP8: [kChunk] per-key scales of K and V
+  float* kscale;   // FP8: [2][kChunk] per-key scales of K and V, two chunks'
   float* vscale;
 
   Buffers(ScratchBuffer& buf, size_t rp, size_t d) {
@@ -108,15 +111,15 @@ struct Buffers {
                               blocks * steps * kParts * kTile * 4,
                               kChunk * d * 2,
                               kChunk * d * 2,
-                              db * kKeySteps * kTile * 4,
+                              2 * db * kKeySteps * kTile * 4,
                               2 * kChunk * 16 * 4,
                               kKeySteps * kParts * kTile * 4,
                               blocks * db * kTile * 4,
                               rp * 4,
                               rp * 4,
                               rp * 4,
-                              kChunk * 4,
-                              kChunk * 4};
+                              2 * kChunk * 4,
+                              2 * kChunk * 4};
     size_t total = 0;
     for (size_t b : bytes) total += (b + 63) / 64 * 64;
     auto* p = static_cast<char*>(buf.Get(total));
@@ -173,10 +176,13 @@ void BuildValueTiles(const uint16_t* const rows[kChunk], size_t nk, size_t d, ui
 // 32 ks + 2i and + 2i + 1 interleaved per dim by the same unpacks (the same dim order), at
 // vp + (ks · 16 + i) · d + 16 db, rows d apart. No transposes: with one row block, transposing V
 // for every chunk cost more than transposing P.
-void BuildValuePairs(const uint16_t* const rows[kChunk], size_t nk, size_t d, uint32_t* vp) {
+// `between()` runs after each key pair (where the caller interleaves tile work).
+template <typename Between>
+void BuildValuePairs(const uint16_t* const rows[kChunk], size_t nk, size_t d, uint32_t* vp,
+                     Between between) {
   const size_t n_ks = (nk + 31) / 32;
   for (size_t ks = 0; ks < n_ks; ++ks)
-    for (size_t i = 0; i < 16; ++i) {
+    for (size_t i = 0; i < 16; ++i, between()) {
       const size_t k = ks * 32 + 2 * i;
       uint32_t* out = vp + (ks * 16 + i) * d;
       for (size_t j = 0; j < d; j += 32) {
@@ -247,7 +253,16 @@ bool TilesFit(const AttentionTileArgs& a) {
          !(decode && a.k_blocks8);
 }
 
-// One 16-key block's S^T: C tile kKb += K block (A, tmm7) · Q^T parts (B, tmm4-6), over d's steps.
+// The tile unit and the vector units only work at once when their instructions are interleaved
+// in program order: a run of TDPBF16PS issued whole holds the tile unit for hundreds of cycles
+// while the vector work behind it waits for reorder-buffer entries. (Emerald Rapids, a scratch
+// loop of 96 TDPBF16PS and ~1100 cycles of FMAs: 3300-4100 cycles one run after the other,
+// 1500-2100 interleaved four products at a time, where the slower alone takes 1300-1800. Here,
+// bench_attention prefill 512 bf16, 3 alternating rounds: 11.2 / 9.8 / 12.3 ms with runs, 8.5 /
+// 10.2 / 8.1 interleaved.) So the products are cut into units that a caller issues one at a time
+// between pieces of its vector work (Issue), or all at once (Finish).
+
+// One 16-key block's S^T: C tile kKb += K block (A, tmm7) · Q^T parts (B, tmm4-6), one step.
 template <int kKb>
 inline void ScoreStep(const uint16_t* k_tile, size_t k_stride) {
   MOESERVE_TILE_LOAD(7, k_tile, k_stride);
@@ -256,6 +271,118 @@ inline void ScoreStep(const uint16_t* k_tile, size_t k_stride) {
   MOESERVE_TILE_DP_N(kKb, 7, 5);
   MOESERVE_TILE_DP_N(kKb, 7, 4);
 }
+
+// One chunk's keys [c0, c0 + nk): its V rows, and where the A tiles of its 16-key blocks of K
+// start (k_stride elements between rows): in a bf16 cache whose blocks hold whole 16-key blocks,
+// else in b.krow (rows copied, or decoded from FP8 with the keys' scales in b.kscale / b.vscale
+// at slot · kChunk).
+struct ChunkKeys {
+  size_t c0 = 0, nk = 0, n_ks = 0, n_kb = 0, slot = 0;
+  const uint16_t* vrows[kChunk] = {};
+  const uint16_t* k_tiles[kKeyBlocks] = {};
+  size_t k_stride = 0;
+};
+
+ChunkKeys GatherChunk(const AttentionTileArgs& a, const Buffers& b, size_t c0, size_t kv_end,
+                      size_t slot) {
+  const size_t d = a.head_dim, bs = a.block_size;
+  const bool fp8 = a.k_blocks8 != nullptr;
+  ChunkKeys c;
+  c.c0 = c0;
+  c.nk = kv_end - c0 < kChunk ? kv_end - c0 : kChunk;
+  c.n_ks = (c.nk + 31) / 32;
+  c.n_kb = (c.nk + 15) / 16;
+  c.slot = slot;
+  const uint16_t* krows[kChunk];
+  PositionCursor at(c0, bs);
+  for (size_t k = 0; k < c.nk; ++k, at.Next(bs)) {
+    const size_t row = at.row * a.num_kv_heads + a.kv_head;
+    if (fp8) {
+      const uint8_t* kb = a.k_blocks8[at.block];
+      const uint8_t* vb = a.v_blocks8[at.block];
+      DecodeFp8Row(kb + row * d, d, b.krow + k * d);
+      DecodeFp8Row(vb + row * d, d, b.vrow + k * d);
+      b.kscale[slot * kChunk + k] = reinterpret_cast<const float*>(kb + a.scale_offset)[row];
+      b.vscale[slot * kChunk + k] = reinterpret_cast<const float*>(vb + a.scale_offset)[row];
+      c.vrows[k] = b.vrow + k * d;
+    } else {
+      krows[k] = reinterpret_cast<const uint16_t*>(a.k_blocks[at.block] + row * d);
+      c.vrows[k] = reinterpret_cast<const uint16_t*>(a.v_blocks[at.block] + row * d);
+    }
+  }
+  if (!fp8 && bs % 16 == 0) {
+    // Keys past nk in the last block are the cache's own rows (allocated; masked later).
+    for (size_t kb = 0; kb < c.n_kb; ++kb) c.k_tiles[kb] = krows[kb * 16];
+    c.k_stride = a.num_kv_heads * d;
+    return c;
+  }
+  if (!fp8)
+    for (size_t k = 0; k < c.nk; ++k) std::memcpy(b.krow + k * d, krows[k], d * 2);
+  // Rows past nk within the last 16-key block: zero (they are masked, but stay finite).
+  std::memset(b.krow + c.nk * d, 0, (c.n_kb * 16 - c.nk) * d * 2);
+  for (size_t kb = 0; kb < c.n_kb; ++kb) c.k_tiles[kb] = b.krow + kb * 16 * d;
+  c.k_stride = d;
+  return c;
+}
+
+// S^T [64 keys][16 rows] of one chunk and row block (qt: the block's Q^T tiles), stored to s after
+// the last unit. A unit is one (32-dim step, 16-key block): C tiles 0-3, q's parts tiles 4-6
+// (loaded by a step's first unit), K tile 7.
+class ScoreUnits {
+ public:
+  ScoreUnits() = default;  // nothing to issue
+  ScoreUnits(const uint32_t* qt, const ChunkKeys& keys, size_t steps, float* s)
+      : qt_(qt), k_stride_(keys.k_stride), n_kb_(keys.n_kb), total_(steps * keys.n_kb), s_(s) {
+    for (size_t kb = 0; kb < kKeyBlocks; ++kb) k_tiles_[kb] = keys.k_tiles[kb];
+  }
+
+  void Issue() {
+    if (next_ == total_) return;
+    const size_t st = next_ / n_kb_, kb = next_ % n_kb_;
+    if (next_ == 0) {
+      MOESERVE_TILE_ZERO(0);
+      MOESERVE_TILE_ZERO(1);
+      MOESERVE_TILE_ZERO(2);
+      MOESERVE_TILE_ZERO(3);
+    }
+    if (kb == 0) {
+      const uint32_t* q = qt_ + st * kParts * kTile;
+      MOESERVE_TILE_LOAD(4, q, 64);
+      MOESERVE_TILE_LOAD(5, q + kTile, 64);
+      MOESERVE_TILE_LOAD(6, q + 2 * kTile, 64);
+    }
+    const uint16_t* k = k_tiles_[kb] + st * 32;
+    const size_t stride = k_stride_ * 2;
+    switch (kb) {
+      case 0:
+        ScoreStep<0>(k, stride);
+        break;
+      case 1:
+        ScoreStep<1>(k, stride);
+        break;
+      case 2:
+        ScoreStep<2>(k, stride);
+        break;
+      default:
+        ScoreStep<3>(k, stride);
+    }
+    if (++next_ < total_) return;
+    MOESERVE_TILE_STORE(0, s_, 64);
+    if (n_kb_ > 1) MOESERVE_TILE_STORE(1, s_ + 256, 64);
+    if (n_kb_ > 2) MOESERVE_TILE_STORE(2, s_ + 512, 64);
+    if (n_kb_ > 3) MOESERVE_TILE_STORE(3, s_ + 768, 64);
+  }
+
+  void Finish() {
+    while (next_ < total_) Issue();
+  }
+
+ private:
+  const uint32_t* qt_ = nullptr;
+  const uint16_t* k_tiles_[kKeyBlocks] = {};
+  size_t k_stride_ = 0, n_kb_ = 0, total_ = 0, next_ = 0;
+  float* s_ = nullptr;
+};
 
 // C (tmm0) += the products of one 32-key step's three P parts (tmm kP, kP + 1, kP + 2: hi, mid,
 // lo; the smallest first) with V's tile (tmm1). Row-major O: P is the A operand; O^T: V^T is.
@@ -266,37 +393,231 @@ inline void StepProducts() {
   MOESERVE_TILE_DP_N(0, kRowMajor ? kP : 1, kRowMajor ? 1 : kP);
 }
 
-// One row block's O += P · V over n_ks 32-key steps. pt: P's part tiles ([step][part]); row-major
-// (kRowMajor: A tiles of P, vt: BuildValuePairs' B tiles, o: [16][d]) or transposed (B tiles of
-// P^T, vt: BuildValueTiles' A tiles of V^T, o: the block's O^T tiles). `first`: O starts at zero.
+// One row block's O += P · V over n_ks 32-key steps, a unit per 16 dims of O. pt: P's part tiles
+// ([step][part], tmm2-7, loaded by the first unit); row-major (kRowMajor: A tiles of P, vt:
+// BuildValuePairs' B tiles, o: [16][d]) or transposed (B tiles of P^T, vt: BuildValueTiles' A tiles
+// of V^T, o: the block's O^T tiles). `first`: O starts at zero.
 template <bool kRowMajor>
-void AccumulatePv(const uint32_t* pt, const uint32_t* vt, float* o, size_t d, size_t n_ks,
-                  bool first) {
-  MOESERVE_TILE_LOAD(2, pt, 64);
-  MOESERVE_TILE_LOAD(3, pt + kTile, 64);
-  MOESERVE_TILE_LOAD(4, pt + 2 * kTile, 64);
-  if (n_ks > 1) {
-    MOESERVE_TILE_LOAD(5, pt + 3 * kTile, 64);
-    MOESERVE_TILE_LOAD(6, pt + 4 * kTile, 64);
-    MOESERVE_TILE_LOAD(7, pt + 5 * kTile, 64);
-  }
-  const size_t o_stride = kRowMajor ? d * 4 : 64, v_stride = kRowMajor ? d * 4 : 64;
-  for (size_t db = 0; db < d / 16; ++db) {
-    float* c = kRowMajor ? o + db * 16 : o + db * kTile;
-    const uint32_t* v = kRowMajor ? vt + db * 16 : vt + db * kKeySteps * kTile;
-    const uint32_t* v1 = kRowMajor ? v + 16 * d : v + kTile;  // the second 32-key step
-    if (first) {
+class PvUnits {
+ public:
+  PvUnits() = default;  // nothing to issue
+  PvUnits(const uint32_t* pt, const uint32_t* vt, float* o, size_t d, size_t n_ks, bool first)
+      : pt_(pt), vt_(vt), o_(o), d_(d), n_ks_(n_ks), first_(first) {}
+
+  void Issue() {
+    if (db_ == d_ / 16) return;
+    if (db_ == 0) {
+      MOESERVE_TILE_LOAD(2, pt_, 64);
+      MOESERVE_TILE_LOAD(3, pt_ + kTile, 64);
+      MOESERVE_TILE_LOAD(4, pt_ + 2 * kTile, 64);
+      if (n_ks_ > 1) {
+        MOESERVE_TILE_LOAD(5, pt_ + 3 * kTile, 64);
+        MOESERVE_TILE_LOAD(6, pt_ + 4 * kTile, 64);
+        MOESERVE_TILE_LOAD(7, pt_ + 5 * kTile, 64);
+      }
+    }
+    const size_t o_stride = kRowMajor ? d_ * 4 : 64, v_stride = kRowMajor ? d_ * 4 : 64;
+    float* c = kRowMajor ? o_ + db_ * 16 : o_ + db_ * kTile;
+    const uint32_t* v = kRowMajor ? vt_ + db_ * 16 : vt_ + db_ * kKeySteps * kTile;
+    const uint32_t* v1 = kRowMajor ? v + 16 * d_ : v + kTile;  // the second 32-key step
+    if (first_) {
       MOESERVE_TILE_ZERO(0);
     } else {
       MOESERVE_TILE_LOAD(0, c, o_stride);
     }
     MOESERVE_TILE_LOAD(1, v, v_stride);
     StepProducts<kRowMajor, 2>();
-    if (n_ks > 1) {
+    if (n_ks_ > 1) {
       MOESERVE_TILE_LOAD(1, v1, v_stride);
       StepProducts<kRowMajor, 5>();
     }
     MOESERVE_TILE_STORE(0, c, o_stride);
+    ++db_;
+  }
+
+  void Finish() {
+    while (db_ < d_ / 16) Issue();
+  }
+  bool Done() const { return db_ == d_ / 16; }
+
+ private:
+  const uint32_t* pt_ = nullptr;
+  const uint32_t* vt_ = nullptr;
+  float* o_ = nullptr;
+  size_t d_ = 0, n_ks_ = 0, db_ = 0;
+  bool first_ = false;
+};
+
+// Row block rb's scores of one chunk (x: S^T [nk][16] as the tile unit stored it) through the
+// online softmax: scaled and masked in place, the rows' max and sum updated, O rescaled where a
+// row's max moved (from the second chunk of the item: before, O is unset), and P's parts written
+// as B tiles of P^T (b.pt), transposed into A tiles of P for the single-block form. `between()`
+// runs after each key pair's P and each transpose (where the caller interleaves tile work).
+template <typename Between>
+void SoftmaxChunk(const AttentionTileArgs& a, const Buffers& b, size_t rb, const ChunkKeys& keys,
+                  bool single, float* x, Between between) {
+  const size_t d = a.head_dim, c0 = keys.c0, nk = keys.nk, n_ks = keys.n_ks;
+  const bool fp8 = a.k_blocks8 != nullptr;
+  const float* kscale = b.kscale + keys.slot * kChunk;
+  const float* vscale = b.vscale + keys.slot * kChunk;
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  const __m512i pos = _mm512_load_si512(b.pos + rb * 16);
+  const __m512 old_max = _mm512_load_ps(b.max + rb * 16);
+  // Scores scaled and masked in place (keys past a row's position or past nk: −inf).
+  __m512 mx = ninf;
+  for (size_t k = 0; k < nk; ++k) {
+    const __mmask16 visible =
+        _mm512_cmpge_epi32_mask(pos, _mm512_set1_epi32(static_cast<int>(c0 + k)));
+    const float f = fp8 ? a.scale * kscale[k] : a.scale;
+    const __m512 v =
+        _mm512_mask_mul_ps(ninf, visible, _mm512_load_ps(x + k * 16), _mm512_set1_ps(f));
+    _mm512_store_ps(x + k * 16, v);
+    mx = _mm512_max_ps(mx, v);
+  }
+  const __m512 new_max = _mm512_max_ps(old_max, mx);
+  _mm512_store_ps(b.max + rb * 16, new_max);
+  // Lanes whose max moved (and had one): O and the sum scaled by e^(old − new).
+  const __mmask16 moved = _mm512_cmp_ps_mask(old_max, new_max, _CMP_LT_OQ) &
+                          _mm512_cmp_ps_mask(old_max, ninf, _CMP_NEQ_OQ);
+  __m512 corr = _mm512_set1_ps(1.0f);
+  if (moved) {
+    corr = _mm512_mask_mov_ps(corr, moved, Exp(_mm512_sub_ps(old_max, new_max)));
+    if (c0 > a.key0 && !single) {
+      float* o = b.ot + rb * (d / 16) * kTile;
+      for (size_t n = 0; n < d; ++n)
+        _mm512_store_ps(o + n * 16, _mm512_mul_ps(_mm512_load_ps(o + n * 16), corr));
+    } else if (c0 > a.key0) {
+      alignas(64) float c[16];
+      _mm512_store_ps(c, corr);
+      for (size_t n = 0; n < 16; ++n)
+        if (moved >> n & 1)
+          for (size_t j = 0; j < d; j += 16)
+            _mm512_store_ps(b.ot + n * d + j,
+                            _mm512_mul_ps(_mm512_load_ps(b.ot + n * d + j), _mm512_set1_ps(c[n])));
+    }
+  }
+  // P = e^(s − max) (zero where masked, and on lanes that have no key yet), summed, split into
+  // P^T's B tiles a key pair at a time.
+  const __mmask16 live = _mm512_cmp_ps_mask(new_max, ninf, _CMP_NEQ_OQ);
+  __m512 psum = _mm512_setzero_ps();
+  for (size_t k = 0; k < n_ks * 32; k += 2, between()) {
+    __m512 p[2];
+    for (size_t e = 0; e < 2; ++e) {
+      if (k + e >= nk) {
+        p[e] = _mm512_setzero_ps();
+        continue;
+      }
+      p[e] =
+          _mm512_maskz_mov_ps(live, Exp(_mm512_sub_ps(_mm512_load_ps(x + (k + e) * 16), new_max)));
+      psum = _mm512_add_ps(psum, p[e]);
+      if (fp8) p[e] = _mm512_mul_ps(p[e], _mm512_set1_ps(vscale[k + e]));
+    }
+    __m512i part[kParts];
+    SplitPair(p[0], p[1], part);
+    uint32_t* t = b.pt + (k / 32) * kParts * kTile + (k % 32) / 2 * 16;
+    for (size_t q = 0; q < kParts; ++q) _mm512_store_si512(t + q * kTile, part[q]);
+  }
+  const __m512 sum = _mm512_load_ps(b.sum + rb * 16);
+  _mm512_store_ps(b.sum + rb * 16, _mm512_fmadd_ps(sum, corr, psum));
+  if (!single) return;
+  // P's B tiles of P^T transposed into A tiles (row n: its 16 key pairs).
+  for (size_t t = 0; t < n_ks * kParts; ++t, between()) {
+    __m512i r[16];
+    uint32_t* tile = b.pt + t * kTile;
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_load_si512(tile + i * 16);
+    Transpose16x16(r);
+    for (int n = 0; n < 16; ++n) _mm512_store_si512(tile + n * 16, r[n]);
+  }
+}
+
+// Calls `fn` on every `every`-th call: how often a vector loop issues a unit of tile work.
+template <typename Fn>
+struct Every {
+  size_t every;
+  const Fn& fn;
+  size_t calls = 0;
+  void operator()() {
+    if (++calls % every == 0) fn();
+  }
+};
+
+// Several row blocks (prefill): per chunk, V^T's A tiles once, then each row block's softmax
+// between the P·V units of the block before it and the score units of the block after it. The
+// first P·V unit loads all of P's tiles, so it is issued before the softmax rewrites b.pt.
+void PrefillChunks(const AttentionTileArgs& a, const Buffers& b, size_t kv_end, size_t blocks) {
+  const size_t d = a.head_dim, steps = d / 32, dbs = d / 16, group = a.group;
+  const size_t stride = kChunk * 16;  // floats per S^T buffer
+  for (size_t c0 = a.key0; c0 < kv_end; c0 += kChunk) {
+    const size_t pf0 = c0 + kPrefetchChunks * kChunk;
+    if (pf0 < kv_end) PrefetchKvRows(a, pf0, pf0 + kChunk < kv_end ? pf0 + kChunk : kv_end);
+    const ChunkKeys keys = GatherChunk(a, b, c0, kv_end, 0);
+    BuildValueTiles(keys.vrows, keys.nk, d, b.vt);
+    // Rows are ordered by query: those that see a key of this chunk are a suffix.
+    const size_t i_first = c0 > a.first_pos + a.q0 ? c0 - a.first_pos : a.q0;
+    const size_t rb_first = (i_first - a.q0) * group / 16;
+    auto scores = [&](size_t rb) {
+      return ScoreUnits(b.qt + rb * steps * kParts * kTile, keys, steps, b.st + (rb % 2) * stride);
+    };
+    auto products = [&](size_t rb) {
+      return PvUnits<false>(b.pt, b.vt, b.ot + rb * dbs * kTile, d, keys.n_ks, c0 == a.key0);
+    };
+    scores(rb_first).Finish();
+    PvUnits<false> before;  // nothing before the first block
+    for (size_t rb = rb_first; rb < blocks; ++rb) {
+      ScoreUnits after;
+      if (rb + 1 < blocks) after = scores(rb + 1);
+      before.Issue();
+      const auto issue = [&] {
+        if (!before.Done())
+          before.Issue();
+        else
+          after.Issue();
+      };
+      SoftmaxChunk(a, b, rb, keys, false, b.st + (rb % 2) * stride, issue);
+      before.Finish();
+      after.Finish();
+      before = products(rb);
+    }
+    before.Finish();
+  }
+}
+
+// One row block (decode: a query's q heads): chunk c's softmax runs between the score units of
+// chunk c + 1, and its P·V units between the building of chunk c + 1's V pairs, so the tile unit
+// and the vector units work at once. S^T, V's pairs and FP8 scales in two slots (chunk parity).
+void DecodeChunks(const AttentionTileArgs& a, const Buffers& b, size_t kv_end) {
+  const size_t d = a.head_dim, steps = d / 32;
+  const size_t stride = kChunk * 16, vt_words = (d / 16) * kKeySteps * kTile;
+  const auto no_tiles = [] {};
+  const size_t pf1 = a.key0 + kChunk;  // the loop requests from chunk 2 on
+  if (pf1 < kv_end) PrefetchKvRows(a, pf1, pf1 + kChunk < kv_end ? pf1 + kChunk : kv_end);
+  ChunkKeys cur = GatherChunk(a, b, a.key0, kv_end, 0);
+  BuildValuePairs(cur.vrows, cur.nk, d, b.vt, no_tiles);
+  ScoreUnits(b.qt, cur, steps, b.st).Finish();
+  for (;;) {
+    const size_t c1 = cur.c0 + kChunk, slot = cur.slot, next_slot = 1 - slot;
+    const size_t pf0 = cur.c0 + (kPrefetchChunks + 1) * kChunk;
+    if (pf0 < kv_end) PrefetchKvRows(a, pf0, pf0 + kChunk < kv_end ? pf0 + kChunk : kv_end);
+    const bool more = c1 < kv_end;
+    ChunkKeys next;
+    ScoreUnits next_scores;
+    if (more) {
+      next = GatherChunk(a, b, c1, kv_end, next_slot);
+      next_scores = ScoreUnits(b.qt, next, steps, b.st + next_slot * stride);
+    }
+    const auto issue_score = [&] { next_scores.Issue(); };
+    SoftmaxChunk(a, b, 0, cur, true, b.st + slot * stride,
+                 Every<decltype(issue_score)>{2, issue_score});
+    next_scores.Finish();
+    PvUnits<true> pv(b.pt, b.vt + slot * vt_words, b.ot, d, cur.n_ks, cur.c0 == a.key0);
+    if (more) {
+      const auto issue_pv = [&] { pv.Issue(); };
+      BuildValuePairs(next.vrows, next.nk, d, b.vt + next_slot * vt_words,
+                      Every<decltype(issue_pv)>{4, issue_pv});
+    }
+    pv.Finish();
+    if (!more) return;
+    cur = next;
   }
 }
 
@@ -304,14 +625,9 @@ void AccumulatePv(const uint32_t* pt, const uint32_t* vt, float* o, size_t d, si
 
 void AttentionTile(const AttentionTileArgs& a) {
   if (!TilesFit(a)) return avx512bf16::AttentionTile(a);
-  const size_t d = a.head_dim, bs = a.block_size, group = a.group, steps = d / 32, dbs = d / 16;
+  const size_t d = a.head_dim, group = a.group, steps = d / 32;
   const size_t rows = (a.q1 - a.q0) * group, blocks = (rows + 15) / 16, rp = blocks * 16;
   const size_t kv_end = a.first_pos + a.q1 < a.key1 ? a.first_pos + a.q1 : a.key1;
-  const bool fp8 = a.k_blocks8 != nullptr;
-  // A bf16 cache block holds whole 16-key blocks of a chunk when bs % 16 == 0: K tiles are then
-  // loaded from the cache itself (rows num_kv_heads · d apart).
-  const bool direct_k = !fp8 && bs % 16 == 0;
-  const size_t kv_stride = a.num_kv_heads * d;
   // One row block (decode: the group's q heads of one query): O row-major, P transposed into A
   // tiles (3 transposes per 32 keys) instead of V into A tiles of V^T (d / 16 per 32 keys, shared
   // by all row blocks: the cheaper of the two from two blocks on).
@@ -350,160 +666,11 @@ void AttentionTile(const AttentionTileArgs& a) {
         for (int i = 0; i < 16; ++i) _mm512_store_si512(tile + i * 16, t[i]);
       }
 
-  const uint16_t* krows[kChunk];
-  const uint16_t* vrows[kChunk];
-  const uint16_t* k_tiles[kKeyBlocks];  // first row of each 16-key block's A tiles
-  size_t k_stride = d;                  // elements between their rows
-  size_t n_kb = 0;                      // 16-key blocks holding keys < nk
-
-  // S^T [64 keys][16 rows] of row block rb into s.
-  auto scores = [&](size_t rb, float* s) {
-    MOESERVE_TILE_ZERO(0);
-    MOESERVE_TILE_ZERO(1);
-    MOESERVE_TILE_ZERO(2);
-    MOESERVE_TILE_ZERO(3);
-    for (size_t st = 0; st < steps; ++st) {
-      const uint32_t* q = b.qt + (rb * steps + st) * kParts * kTile;
-      MOESERVE_TILE_LOAD(4, q, 64);
-      MOESERVE_TILE_LOAD(5, q + kTile, 64);
-      MOESERVE_TILE_LOAD(6, q + 2 * kTile, 64);
-      const size_t off = st * 32, stride = k_stride * 2;
-      ScoreStep<0>(k_tiles[0] + off, stride);
-      if (n_kb > 1) ScoreStep<1>(k_tiles[1] + off, stride);
-      if (n_kb > 2) ScoreStep<2>(k_tiles[2] + off, stride);
-      if (n_kb > 3) ScoreStep<3>(k_tiles[3] + off, stride);
-    }
-    MOESERVE_TILE_STORE(0, s, 64);
-    if (n_kb > 1) MOESERVE_TILE_STORE(1, s + 256, 64);
-    if (n_kb > 2) MOESERVE_TILE_STORE(2, s + 512, 64);
-    if (n_kb > 3) MOESERVE_TILE_STORE(3, s + 768, 64);
-  };
-
   ConfigureTiles();
-  for (size_t c0 = a.key0; c0 < kv_end; c0 += kChunk) {
-    const size_t nk = kv_end - c0 < kChunk ? kv_end - c0 : kChunk;
-    const size_t n_ks = (nk + 31) / 32;
-    n_kb = (nk + 15) / 16;
-    const size_t pf0 = c0 + kPrefetchChunks * kChunk;
-    if (pf0 < kv_end) PrefetchKvRows(a, pf0, pf0 + kChunk < kv_end ? pf0 + kChunk : kv_end);
-
-    // K and V rows of the chunk (FP8: decoded, with their scales).
-    PositionCursor at(c0, bs);
-    for (size_t k = 0; k < nk; ++k, at.Next(bs)) {
-      const size_t row = at.row * a.num_kv_heads + a.kv_head;
-      if (fp8) {
-        const uint8_t* kb = a.k_blocks8[at.block];
-        const uint8_t* vb = a.v_blocks8[at.block];
-        DecodeFp8Row(kb + row * d, d, b.krow + k * d);
-        DecodeFp8Row(vb + row * d, d, b.vrow + k * d);
-        b.kscale[k] = reinterpret_cast<const float*>(kb + a.scale_offset)[row];
-        b.vscale[k] = reinterpret_cast<const float*>(vb + a.scale_offset)[row];
-        vrows[k] = b.vrow + k * d;
-      } else {
-        krows[k] = reinterpret_cast<const uint16_t*>(a.k_blocks[at.block] + row * d);
-        vrows[k] = reinterpret_cast<const uint16_t*>(a.v_blocks[at.block] + row * d);
-      }
-    }
-    if (direct_k) {
-      // Keys past nk in the last block are the cache's own rows (allocated; masked below).
-      for (size_t kb = 0; kb < n_kb; ++kb) k_tiles[kb] = krows[kb * 16];
-      k_stride = kv_stride;
-    } else {
-      if (!fp8)
-        for (size_t k = 0; k < nk; ++k) std::memcpy(b.krow + k * d, krows[k], d * 2);
-      // Rows past nk within the last 16-key block: zero (they are masked, but stay finite).
-      std::memset(b.krow + nk * d, 0, (n_kb * 16 - nk) * d * 2);
-      for (size_t kb = 0; kb < n_kb; ++kb) k_tiles[kb] = b.krow + kb * 16 * d;
-      k_stride = d;
-    }
-    if (single)
-      BuildValuePairs(vrows, nk, d, b.vt);
-    else
-      BuildValueTiles(vrows, nk, d, b.vt);
-
-    // Rows are ordered by query: those that see a key of this chunk are a suffix.
-    const size_t i_first = c0 > a.first_pos + a.q0 ? c0 - a.first_pos : a.q0;
-    const size_t rb_first = (i_first - a.q0) * group / 16;
-    const __m512 ninf = _mm512_set1_ps(-INFINITY);
-    scores(rb_first, b.st + (rb_first % 2) * kChunk * 16);
-    for (size_t rb = rb_first; rb < blocks; ++rb) {
-      if (rb + 1 < blocks) scores(rb + 1, b.st + ((rb + 1) % 2) * kChunk * 16);
-      const float* s = b.st + (rb % 2) * kChunk * 16;
-      const __m512i pos = _mm512_load_si512(b.pos + rb * 16);
-      const __m512 old_max = _mm512_load_ps(b.max + rb * 16);
-      // Scores scaled and masked in place (keys past a row's position or past nk: −inf).
-      float* x = b.st + (rb % 2) * kChunk * 16;
-      __m512 mx = ninf;
-      for (size_t k = 0; k < nk; ++k) {
-        const __mmask16 visible =
-            _mm512_cmpge_epi32_mask(pos, _mm512_set1_epi32(static_cast<int>(c0 + k)));
-        const float f = fp8 ? a.scale * b.kscale[k] : a.scale;
-        const __m512 v =
-            _mm512_mask_mul_ps(ninf, visible, _mm512_load_ps(s + k * 16), _mm512_set1_ps(f));
-        _mm512_store_ps(x + k * 16, v);
-        mx = _mm512_max_ps(mx, v);
-      }
-      const __m512 new_max = _mm512_max_ps(old_max, mx);
-      _mm512_store_ps(b.max + rb * 16, new_max);
-      // Lanes whose max moved (and had one): O and the sum scaled by e^(old − new).
-      const __mmask16 moved = _mm512_cmp_ps_mask(old_max, new_max, _CMP_LT_OQ) &
-                              _mm512_cmp_ps_mask(old_max, ninf, _CMP_NEQ_OQ);
-      __m512 corr = _mm512_set1_ps(1.0f);
-      if (moved) {
-        corr = _mm512_mask_mov_ps(corr, moved, Exp(_mm512_sub_ps(old_max, new_max)));
-        if (c0 > a.key0 && !single) {
-          float* o = b.ot + rb * dbs * kTile;
-          for (size_t n = 0; n < d; ++n)
-            _mm512_store_ps(o + n * 16, _mm512_mul_ps(_mm512_load_ps(o + n * 16), corr));
-        } else if (c0 > a.key0) {
-          alignas(64) float c[16];
-          _mm512_store_ps(c, corr);
-          for (size_t n = 0; n < 16; ++n)
-            if (moved >> n & 1)
-              for (size_t j = 0; j < d; j += 16)
-                _mm512_store_ps(b.ot + n * d + j, _mm512_mul_ps(_mm512_load_ps(b.ot + n * d + j),
-                                                                _mm512_set1_ps(c[n])));
-        }
-      }
-      // P = e^(s − max) (zero where masked, and on lanes that have no key yet), summed, split
-      // into P^T's B tiles a key pair at a time.
-      const __mmask16 live = _mm512_cmp_ps_mask(new_max, ninf, _CMP_NEQ_OQ);
-      __m512 psum = _mm512_setzero_ps();
-      for (size_t k = 0; k < n_ks * 32; k += 2) {
-        __m512 p[2];
-        for (size_t e = 0; e < 2; ++e) {
-          if (k + e >= nk) {
-            p[e] = _mm512_setzero_ps();
-            continue;
-          }
-          p[e] = _mm512_maskz_mov_ps(live,
-                                     Exp(_mm512_sub_ps(_mm512_load_ps(x + (k + e) * 16), new_max)));
-          psum = _mm512_add_ps(psum, p[e]);
-          if (fp8) p[e] = _mm512_mul_ps(p[e], _mm512_set1_ps(b.vscale[k + e]));
-        }
-        __m512i part[kParts];
-        SplitPair(p[0], p[1], part);
-        uint32_t* t = b.pt + (k / 32) * kParts * kTile + (k % 32) / 2 * 16;
-        for (size_t q = 0; q < kParts; ++q) _mm512_store_si512(t + q * kTile, part[q]);
-      }
-      const __m512 sum = _mm512_load_ps(b.sum + rb * 16);
-      _mm512_store_ps(b.sum + rb * 16, _mm512_fmadd_ps(sum, corr, psum));
-
-      if (single)  // P's B tiles of P^T transposed into A tiles (row n: its 16 key pairs)
-        for (size_t t = 0; t < n_ks * kParts; ++t) {
-          __m512i r[16];
-          uint32_t* tile = b.pt + t * kTile;
-          for (int i = 0; i < 16; ++i) r[i] = _mm512_load_si512(tile + i * 16);
-          Transpose16x16(r);
-          for (int n = 0; n < 16; ++n) _mm512_store_si512(tile + n * 16, r[n]);
-        }
-      // O^T += V^T · P^T, or O += P · V for a single block (from zero tiles in the first chunk).
-      if (single)
-        AccumulatePv<true>(b.pt, b.vt, b.ot, d, n_ks, c0 == a.key0);
-      else
-        AccumulatePv<false>(b.pt, b.vt, b.ot + rb * dbs * kTile, d, n_ks, c0 == a.key0);
-    }
-  }
+  if (single)
+    DecodeChunks(a, b, kv_end);
+  else
+    PrefillChunks(a, b, kv_end, blocks);
   _tile_release();
 
   if (a.part_max)
@@ -516,7 +683,7 @@ void AttentionTile(const AttentionTileArgs& a) {
     return;
   }
   for (size_t rb = 0; rb < blocks; ++rb)
-    StoreBlock(a, b.ot + rb * dbs * kTile, b.sum + rb * 16, rb * 16,
+    StoreBlock(a, b.ot + rb * (d / 16) * kTile, b.sum + rb * 16, rb * 16,
                rows - rb * 16 < 16 ? rows - rb * 16 : 16);
 }
 
