@@ -10,8 +10,12 @@
 // Median (and best) of the runs.
 //   hot:     (--hot only) decode 1 seq x 512 tokens, K+V (2 MB bf16) resident in L2 after the
 //            first run: the tile's compute rate, without DRAM (run it pinned with --threads 1).
-//   bench_attention [--runs N] [--threads N] [--quick] [--hot]
+//   bench_attention [--runs N] [--threads N] [--quick] [--hot] [--outlier-channels]
 //   (--quick: bf16 only, no 32k decode)
+//   --outlier-channels: K and V rows N(0, 1) with 4 of each head's 128 channels 30x the others
+//            (as real models' keys have), so that a row's FP8 scale leaves its small values as
+//            e4m3 subnormal codes (~0.2%; by default values are uniform in [-1, 1], none
+//            subnormal).
 // MOESERVE_ISA=avx2 (or scalar) runs the generic tile for comparison.
 #include <algorithm>
 #include <chrono>
@@ -60,6 +64,8 @@ class HugeBytes {
   size_t size_ = 0;
 };
 
+bool g_outlier_channels = false;
+
 struct PagedCache {
   size_t block_bytes = 0;
   HugeBytes k_pool, v_pool;
@@ -76,19 +82,25 @@ struct PagedCache {
     v_pool.resize(blocks * block_bytes);
     std::mt19937 rng(9);
     auto uniform = [&] { return (static_cast<int>(rng() % 2001) - 1000) * 1e-3f; };
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    // Element i of a row (heads x head_dim) or of the pool: channel i % head_dim.
+    auto value = [&](size_t i) {
+      if (!g_outlier_channels) return uniform();
+      return i % s.head_dim % 32 == 0 ? 30 * normal(rng) : normal(rng);
+    };
     if (fp8) {
       std::vector<float> row(s.num_kv_heads * s.head_dim);
       for (size_t b = 0; b < blocks; ++b)
         for (size_t r = 0; r < s.block_size; ++r)
           for (auto* pool : {&k_pool, &v_pool}) {
-            for (float& v : row) v = uniform();
+            for (size_t i = 0; i < row.size(); ++i) row[i] = value(i);
             WriteKvRowFp8(row.data(), s.num_kv_heads, s.head_dim, s.block_size, r,
                           pool->data() + b * block_bytes);
           }
     } else {
       for (auto* pool : {&k_pool, &v_pool})
         for (size_t i = 0; i < blocks * elems; ++i) {
-          const bf16 x = F32ToBf16(uniform());
+          const bf16 x = F32ToBf16(value(i));
           std::memcpy(pool->data() + 2 * i, &x, 2);
         }
     }
@@ -184,6 +196,8 @@ int Main(int argc, char** argv) {
       quick = true;
     else if (!std::strcmp(argv[i], "--hot"))
       hot = true;
+    else if (!std::strcmp(argv[i], "--outlier-channels"))
+      g_outlier_channels = true;
   }
   ThreadPool pool(threads);
   KernelContext ctx(pool);

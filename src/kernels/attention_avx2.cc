@@ -58,17 +58,20 @@ void Widen(const bf16* src, float* dst, size_t n) {
 }
 
 void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
-  // As the AVX-512 version: code bits at the top of an f32, × 2^120, × scale (exact, then one
-  // rounding, the same as F8E4M3ToF32(c) · scale).
-  const __m256 p120 = _mm256_set1_ps(0x1p120f), s = _mm256_set1_ps(scale);
+  // As the AVX-512 version: each code as fp16 bits of value · 2^-8 (exact, subnormal codes too,
+  // with no f32 subnormal multiplied: see attention_avx512_shared.h), vcvtph2ps, then one rounding
+  // of value · scale: · (scale · 256) when that is finite, else · 256 (exact) and · scale.
+  const bool fused = std::isfinite(scale * 256.0f);
+  const __m256 f1 = _mm256_set1_ps(fused ? scale * 256.0f : 256.0f), s = _mm256_set1_ps(scale);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256i c =
-        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i)));
-    const __m256i bits =
-        _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x7f)), 20),
-                        _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24));
-    _mm256_storeu_ps(dst + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_castsi256_ps(bits), p120), s));
+    const __m128i w = _mm_slli_epi16(
+        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i))), 8);
+    const __m128i h =
+        _mm_and_si128(_mm_srai_epi16(w, 1), _mm_set1_epi16(static_cast<short>(0xBFFF)));
+    __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(h), f1);
+    if (!fused) v = _mm256_mul_ps(v, s);
+    _mm256_storeu_ps(dst + i, v);
   }
   for (; i < n; ++i) {
     const uint32_t u = (uint32_t{src[i] & 0x7fu} << 20) | (uint32_t{src[i] & 0x80u} << 24);
@@ -155,7 +158,12 @@ inline __m256 Fp8ByteBits(__m256i x) {
 }
 
 // kt[j][p] = e4m3(K[p][j]) · scale[p], rounded once as WidenFp8 (× 2^120 is exact), keys p >= nk
-// zero.
+// zero. Unlike WidenFp8 this still multiplies f32 subnormals (codes with exponent 0): on Intel
+// cores a vector holding one takes a ~100-cycle microcode assist (bench_attention --hot
+// --outlier-channels on Emerald Rapids' AVX2 path: FP8 0.40 -> 0.45 ms). The AVX-512 tile's
+// assist-free transposes measured ~10% slower on rows without subnormal codes, and here fp16
+// bits would also need a dword-to-word narrowing that AVX2 lacks; the AVX2 path is for AMD Zen
+// 3, where the assist was not measured (no such machine here).
 void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, size_t nk, size_t d,
                       float* kt) {
   alignas(32) float sc[kKeys] = {};

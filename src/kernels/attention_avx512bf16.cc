@@ -69,13 +69,16 @@ void Widen(const bf16* src, float* dst, size_t n) {
   }
 }
 
-// e4m3 → f32 exactly (E4m3ToF32), then · scale.
+// e4m3 · scale, rounded once: (value · 2^-8) · (scale · 256) when scale · 256 is finite (both
+// factors exact: the same real product), else (value · 2^-8 · 256) · scale.
 void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
-  const __m512 s = _mm512_set1_ps(scale);
+  const bool fused = std::isfinite(scale * 256.0f);
+  const __m512 f1 = _mm512_set1_ps(fused ? scale * 256.0f : 256.0f);
   for (size_t i = 0; i < n; i += 16) {
     const __mmask16 m = TailMask16(n - i);
-    const __m512 v = E4m3ToF32(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, src + i)));
-    _mm512_mask_storeu_ps(dst + i, m, _mm512_mul_ps(v, s));
+    __m512 v = _mm512_mul_ps(E4m3ToF32Over256(_mm_maskz_loadu_epi8(m, src + i)), f1);
+    if (!fused) v = _mm512_mul_ps(v, _mm512_set1_ps(scale));
+    _mm512_mask_storeu_ps(dst + i, m, v);
   }
 }
 
@@ -122,27 +125,29 @@ void TransposeKeysBf16(const bf16* const rows[kKeys], size_t nk, size_t d, float
   }
 }
 
-// e4m3 byte `kByte` of each dword of x -> f32 value · 2^-120 (exactly as WidenFp8: magnitude bits
-// at 20..26, sign at 31): move the byte to the top, shift right 4 arithmetically, mask.
+// e4m3 byte `kByte` of each dword of x -> value · 2^-8 as f32 (as E4m3ToF32Over256): the byte
+// moved to bits 8..15, one arithmetic place right within the low 16-bit half, then only the sign
+// (15) and exponent and mantissa (13..7) kept (the bits below come from the next byte), the
+// dwords narrowed to their low halves for vcvtph2ps.
 template <int kByte>
-inline __m512 Fp8ByteBits(__m512i x) {
-  if constexpr (kByte < 3) x = _mm512_slli_epi32(x, 24 - 8 * kByte);
-  return _mm512_castsi512_ps(
-      _mm512_and_si512(_mm512_srai_epi32(x, 4), _mm512_set1_epi32(static_cast<int>(0x87f00000u))));
+inline __m512 Fp8ByteOver256(__m512i x) {
+  if constexpr (kByte == 0) x = _mm512_slli_epi32(x, 8);
+  if constexpr (kByte > 1) x = _mm512_srli_epi32(x, 8 * kByte - 8);
+  const __m512i h =
+      _mm512_and_si512(_mm512_srai_epi16(x, 1), _mm512_set1_epi32(static_cast<int>(0xBF80)));
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h));
 }
 
 // kt[j][p] = e4m3(K[p][j]) · scale[p], rounded once to f32 as WidenFp8 (keys p >= nk: zero).
-// (bits · 2^120) · s is computed as bits · (s · 2^120) when s · 2^120 is finite: both factors
-// are exact, so the one rounding of the same real product is the same.
 void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, size_t nk, size_t d,
                       float* kt) {
   const __m512 s = _mm512_maskz_loadu_ps(TailMask16(nk), scales);
-  const __m512 s120 = _mm512_mul_ps(s, _mm512_set1_ps(0x1p120f));
+  const __m512 s256 = _mm512_mul_ps(s, _mm512_set1_ps(256.0f));
   const bool fused =
-      _mm512_cmp_ps_mask(s120, _mm512_set1_ps(INFINITY), _CMP_LT_OQ) == __mmask16(0xffff);
-  const __m512 f1 = fused ? s120 : _mm512_set1_ps(0x1p120f);
-  auto store = [&](float* dst, __m512 bits) {
-    __m512 x = _mm512_mul_ps(bits, f1);
+      _mm512_cmp_ps_mask(s256, _mm512_set1_ps(INFINITY), _CMP_LT_OQ) == __mmask16(0xffff);
+  const __m512 f1 = fused ? s256 : _mm512_set1_ps(256.0f);
+  auto store = [&](float* dst, __m512 v) {
+    __m512 x = _mm512_mul_ps(v, f1);
     if (!fused) x = _mm512_mul_ps(x, s);
     _mm512_store_ps(dst, x);
   };
@@ -157,19 +162,19 @@ void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, siz
     float* dst = kt + j0 * kKeys;
     if (n == 64) {
       for (int i = 0; i < 16; ++i) {
-        store(dst + (4 * i + 0) * kKeys, Fp8ByteBits<0>(r[i]));
-        store(dst + (4 * i + 1) * kKeys, Fp8ByteBits<1>(r[i]));
-        store(dst + (4 * i + 2) * kKeys, Fp8ByteBits<2>(r[i]));
-        store(dst + (4 * i + 3) * kKeys, Fp8ByteBits<3>(r[i]));
+        store(dst + (4 * i + 0) * kKeys, Fp8ByteOver256<0>(r[i]));
+        store(dst + (4 * i + 1) * kKeys, Fp8ByteOver256<1>(r[i]));
+        store(dst + (4 * i + 2) * kKeys, Fp8ByteOver256<2>(r[i]));
+        store(dst + (4 * i + 3) * kKeys, Fp8ByteOver256<3>(r[i]));
       }
     } else {
       for (size_t j = 0; j < n; ++j) {
         const __m512i x = r[j / 4];
-        const __m512 bits = j % 4 == 0   ? Fp8ByteBits<0>(x)
-                            : j % 4 == 1 ? Fp8ByteBits<1>(x)
-                            : j % 4 == 2 ? Fp8ByteBits<2>(x)
-                                         : Fp8ByteBits<3>(x);
-        store(dst + j * kKeys, bits);
+        const __m512 v = j % 4 == 0   ? Fp8ByteOver256<0>(x)
+                         : j % 4 == 1 ? Fp8ByteOver256<1>(x)
+                         : j % 4 == 2 ? Fp8ByteOver256<2>(x)
+                                      : Fp8ByteOver256<3>(x);
+        store(dst + j * kKeys, v);
       }
     }
   }

@@ -68,8 +68,13 @@ struct Caches {
 };
 
 // k_mult scales every K value (and so the FP8 row scales) on top of the per-head magnitudes.
+// log_uniform: K and V values ±2^-u, u uniform in [0, 20), each head's first ±4 (an outlier
+// channel): a fifth of the codes come out e4m3 subnormal (|x| below 4 · 2^-6 / 448), with
+// weights large enough that decoding them wrong moves the outputs past the tolerance (the default
+// uniform values are never subnormal).
 void Build(const AttentionShape& s, const std::vector<size_t>& q_lens,
-           const std::vector<size_t>& kv_lens, std::mt19937& rng, Caches& c, float k_mult = 1) {
+           const std::vector<size_t>& kv_lens, std::mt19937& rng, Caches& c, float k_mult = 1,
+           bool log_uniform = false) {
   const size_t hd = s.num_kv_heads * s.head_dim;
   size_t blocks = 0;
   for (size_t kv : kv_lens) blocks += (kv + s.block_size - 1) / s.block_size;
@@ -85,6 +90,12 @@ void Build(const AttentionShape& s, const std::vector<size_t>& q_lens,
     for (size_t row = 0; row < s.block_size; ++row) {
       // Per-head magnitudes spread over 2^-3 .. 2^3, as real K/V (and what per-head scales buy).
       std::vector<float> k = RandomF32(hd, rng), v = RandomF32(hd, rng);
+      if (log_uniform)
+        for (auto* x : {&k, &v}) {
+          for (float& e : *x) e = std::copysign(std::exp2(-10.0f * (e + 1.0f)), e);
+          for (size_t g = 0; g < s.num_kv_heads; ++g)
+            (*x)[g * s.head_dim] = std::copysign(4.0f, (*x)[g * s.head_dim]);
+        }
       for (size_t g = 0; g < s.num_kv_heads; ++g) {
         const float mk = k_mult * std::ldexp(1.0f, static_cast<int>(rng() % 7) - 3);
         for (size_t j = 0; j < s.head_dim; ++j) k[g * s.head_dim + j] *= mk;
@@ -114,11 +125,22 @@ void Build(const AttentionShape& s, const std::vector<size_t>& q_lens,
   c.total_q = q_begin;
 }
 
+// Codes of the caches' K and V rows that are e4m3 subnormal (exponent 0, mantissa not 0).
+double SubnormalCodeShare(const AttentionShape& s, const Caches& c) {
+  const size_t codes = s.block_size * s.num_kv_heads * s.head_dim;
+  size_t sub = 0, all = 0;
+  for (const auto* blocks : {&c.k8, &c.v8})
+    for (const std::vector<uint8_t>& b : *blocks)
+      for (size_t i = 0; i < codes; ++i, ++all) sub += (b[i] & 0x78) == 0 && (b[i] & 0x07) != 0;
+  return static_cast<double>(sub) / static_cast<double>(all);
+}
+
 void CheckFp8(const AttentionShape& s, const std::vector<size_t>& q_lens,
               const std::vector<size_t>& kv_lens, KernelContext& ctx, std::mt19937& rng,
-              float k_mult = 1) {
+              float k_mult = 1, bool log_uniform = false) {
   Caches c;
-  Build(s, q_lens, kv_lens, rng, c, k_mult);
+  Build(s, q_lens, kv_lens, rng, c, k_mult, log_uniform);
+  if (log_uniform) EXPECT_GT(SubnormalCodeShare(s, c), 0.15);
   const size_t width = s.num_heads * s.head_dim, ldq = width + 3, ldo = width + 5;
   const std::vector<float> q = RandomF32(c.total_q * ldq, rng, -1, 1);
   std::vector<float> ref(c.total_q * ldo, -7.0f), b16(c.total_q * ldo, -7.0f);
@@ -152,6 +174,17 @@ TEST_P(AttentionFp8EveryIsa, MatchesReference) {
   CheckFp8({6, 2, 16, 4, 0.25f}, {1, 20, 5, 0}, {37, 20, 23, 9}, ctx, rng);
   CheckFp8({12, 2, 128, 5, 1 / std::sqrt(128.0f)}, {1, 33}, {100, 40}, ctx, rng);
   CheckFp8({3, 3, 20, 16, 0.2f}, {17, 1}, {17, 18}, ctx, rng);  // head_dim 20: vector tails
+}
+
+// Subnormal e4m3 codes (every tile's decode handles them exactly: the vector tiles through fp16
+// bits, which a multiply by 2^120 of an f32 subnormal would also get right, but ~30x slower on
+// Intel cores), on decode items (the fast tile on amx too) and prefill items (amx: its tiles).
+TEST_P(AttentionFp8EveryIsa, MatchesReferenceWithSubnormalCodes) {
+  ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
+  std::mt19937 rng(12);
+  CheckFp8({12, 2, 128, 16, 1 / std::sqrt(128.0f)}, {1, 40}, {150, 70}, ctx, rng, 1, true);
+  CheckFp8({6, 2, 20, 5, 0.2f}, {1, 9}, {33, 19}, ctx, rng, 1, true);  // head_dim 20: tails
 }
 
 // One entry point serves both caches: a call whose sequences mix the formats, or a sequence with
