@@ -28,11 +28,14 @@ inline float E4M3Scalar(uint8_t c) {
   return BitsToFloat(u) * 0x1p120f;
 }
 
+// 8 codes at once without the f32 subnormals (which cost Intel cores a ~100-cycle microcode
+// assist per vector holding one): each code as the fp16 bits of value · 2^-8 (its sign at 15,
+// exponent and mantissa at fp16's places, subnormal codes fp16 subnormals), vcvtph2ps, · 256.
 inline __m256 E4M3x8(const uint8_t* p) {
-  const __m256i c = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-  const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x7f)), 20);
-  const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24);
-  return _mm256_mul_ps(_mm256_castsi256_ps(_mm256_or_si256(mag, sign)), _mm256_set1_ps(0x1p120f));
+  const __m128i w =
+      _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 8);
+  const __m128i h = _mm_and_si128(_mm_srai_epi16(w, 1), _mm_set1_epi16(static_cast<short>(0xBFFF)));
+  return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
 }
 
 inline float E8M0Scalar(uint8_t e) {
