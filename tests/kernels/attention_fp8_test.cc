@@ -140,7 +140,9 @@ void CheckFp8(const AttentionShape& s, const std::vector<size_t>& q_lens,
               float k_mult = 1, bool log_uniform = false) {
   Caches c;
   Build(s, q_lens, kv_lens, rng, c, k_mult, log_uniform);
-  if (log_uniform) EXPECT_GT(SubnormalCodeShare(s, c), 0.15);
+  if (log_uniform) {
+    EXPECT_GT(SubnormalCodeShare(s, c), 0.15);
+  }
   const size_t width = s.num_heads * s.head_dim, ldq = width + 3, ldo = width + 5;
   const std::vector<float> q = RandomF32(c.total_q * ldq, rng, -1, 1);
   std::vector<float> ref(c.total_q * ldo, -7.0f), b16(c.total_q * ldo, -7.0f);
