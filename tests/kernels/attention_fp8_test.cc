@@ -187,6 +187,9 @@ TEST_P(AttentionFp8EveryIsa, MatchesReferenceWithSubnormalCodes) {
   std::mt19937 rng(12);
   CheckFp8({12, 2, 128, 16, 1 / std::sqrt(128.0f)}, {1, 40}, {150, 70}, ctx, rng, 1, true);
   CheckFp8({6, 2, 20, 5, 0.2f}, {1, 9}, {33, 19}, ctx, rng, 1, true);  // head_dim 20: tails
+  // Group 8 x 2 queries: one 16-row block over an FP8 cache (amx: the single-block walk, which
+  // gathers chunk c + 1's keys and scales while chunk c's softmax still reads its own).
+  CheckFp8({16, 2, 128, 16, 1 / std::sqrt(128.0f)}, {2}, {300}, ctx, rng, 1, true);
 }
 
 // One entry point serves both caches: a call whose sequences mix the formats, or a sequence with
