@@ -14,6 +14,7 @@
 #include <cmath>
 
 #include "kernels/attention_prefetch.h"
+#include "kernels/e4m3_half_bits.h"
 #include "kernels/internal.h"
 #include "kernels/simd_math_avx2.h"
 
@@ -58,17 +59,13 @@ void Widen(const bf16* src, float* dst, size_t n) {
 }
 
 void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
-  // As the AVX-512 version: each code as fp16 bits of value · 2^-8 (exact, subnormal codes too,
-  // with no f32 subnormal multiplied: see attention_avx512_shared.h), vcvtph2ps, then one rounding
+  // As the AVX-512 version: value · 2^-8 through fp16 bits (e4m3_half_bits.h), then one rounding
   // of value · scale: · (scale · 256) when that is finite, else · 256 (exact) and · scale.
   const bool fused = std::isfinite(scale * 256.0f);
   const __m256 f1 = _mm256_set1_ps(fused ? scale * 256.0f : 256.0f), s = _mm256_set1_ps(scale);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m128i w = _mm_slli_epi16(
-        _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i))), 8);
-    const __m128i h =
-        _mm_and_si128(_mm_srai_epi16(w, 1), _mm_set1_epi16(static_cast<short>(0xBFFF)));
+    const __m128i h = E4m3HalfBits8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i)));
     __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(h), f1);
     if (!fused) v = _mm256_mul_ps(v, s);
     _mm256_storeu_ps(dst + i, v);

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "kernels/e4m3_half_bits.h"
 #include "kernels/fp8_panels.h"
 #include "kernels/internal.h"
 #include "kernels/simd_math_avx2.h"
@@ -18,13 +19,10 @@ constexpr size_t kRows = kFp8PanelRows;
 constexpr size_t kBlock = kFp8ScaleBlock;
 constexpr size_t kTile = kPackedXTile;
 
-// Column of 16 codes → e4m3 · 2^-8 as f32, rows 0..7 (lo) and 8..15 (hi). code << 8 puts the
-// sign at bit 15 and exponent / mantissa at 14..8; an arithmetic shift by one moves them to the
-// fp16 places (13..7) and copies the sign into bit 14, which the mask clears.
+// Column of 16 codes → e4m3 · 2^-8 as f32 (through fp16 bits, e4m3_half_bits.h), rows 0..7 (lo)
+// and 8..15 (hi).
 inline void DecodeColumn(const uint8_t* col, __m256& lo, __m256& hi) {
-  const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col)));
-  const __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(b, 8), 1),
-                                     _mm256_set1_epi16(static_cast<short>(0xBFFF)));
+  const __m256i h = E4m3HalfBits16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col)));
   lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
   hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }

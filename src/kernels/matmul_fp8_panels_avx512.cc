@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "kernels/e4m3_half_bits.h"
 #include "kernels/fp8_panels.h"
 #include "kernels/internal.h"
 
@@ -27,14 +28,9 @@ namespace {
 constexpr size_t kRows = kFp8PanelRows;
 constexpr size_t kBlock = kFp8ScaleBlock;
 
-// Column of 16 codes → e4m3 · 2^-8 as f32, lane r = row r: code << 8 puts the sign at bit 15 and
-// exponent / mantissa at 14..8; an arithmetic shift by one moves them to the fp16 places (13..7)
-// and copies the sign into bit 14, which the mask clears.
+// Column of 16 codes → e4m3 · 2^-8 as f32 (through fp16 bits, e4m3_half_bits.h), lane r = row r.
 inline __m512 DecodeColumn(const uint8_t* col) {
-  const __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col)));
-  const __m256i h = _mm256_and_si256(_mm256_srai_epi16(_mm256_slli_epi16(b, 8), 1),
-                                     _mm256_set1_epi16(static_cast<short>(0xBFFF)));
-  return _mm512_cvtph_ps(h);
+  return _mm512_cvtph_ps(E4m3HalfBits16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col))));
 }
 
 inline void Prefetch(const uint8_t* col) {
