@@ -112,53 +112,84 @@ template <int kC>
   MOESERVE_TILE_DPBSSD_N(kC, kA, kB);
 }
 
+// A token tile's 16 f32 accumulators (one per token, 16 rows each) as named members, not an
+// array: GCC keeps an array of vectors indexed in an unrolled loop in memory (its scalar
+// replacement runs before the unrolling), and with the tile instructions' "memory" clobbers in
+// between, every FMA of Drain then loaded and stored its accumulator on the stack (144 such
+// instructions in TokenPass). Each(acc, f) calls f(accumulator, token) for the 16 tokens.
+struct TokenAccumulators {
+  __m512 t0, t1, t2, t3, t4, t5, t6, t7, t8, t9, t10, t11, t12, t13, t14, t15;
+};
+static_assert(kTokens == 16);
+
+template <typename Fn>
+[[gnu::always_inline]] inline void Each(TokenAccumulators& a, Fn&& fn) {
+  fn(a.t0, 0), fn(a.t1, 1), fn(a.t2, 2), fn(a.t3, 3), fn(a.t4, 4), fn(a.t5, 5), fn(a.t6, 6);
+  fn(a.t7, 7), fn(a.t8, 8), fn(a.t9, 9), fn(a.t10, 10), fn(a.t11, 11), fn(a.t12, 12);
+  fn(a.t13, 13), fn(a.t14, 14), fn(a.t15, 15);
+}
+
 // C tile kC (block b's sums) scaled into acc: acc[t] = fmaf(float(S[t]), dw · h[t], acc[t]).
 template <int kC>
 [[gnu::always_inline]] inline void Drain(const __m512 dw, const float* h, int32_t* buf,
-                                         __m512 acc[kTokens]) {
+                                         TokenAccumulators& acc) {
   MOESERVE_TILE_STORE_N(kC, buf, 64);
-#pragma GCC unroll 16
-  for (size_t t = 0; t < kTokens; ++t) {
+  Each(acc, [&](__m512& a, size_t t) {
     const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(h[t]));
-    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(buf + t * 16)), scale, acc[t]);
-  }
+    a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(buf + t * 16)), scale, a);
+  });
 }
 
-// One token tile (a: its A tiles, [blocks][16 tokens][32]; h: [blocks][16] of 0.5·d) against the 16
-// rows of bt's decoded blocks (tiles and scales), stored into y (tokens × rows).
+// A token pass's inputs (a: its A tiles, [blocks][16 tokens][32]; h: [blocks][16] of 0.5·d; bt:
+// the 16 rows' decoded blocks) and C's staging buffers. The accumulators stay outside it: passed
+// by reference to always-inline steps they remain registers (TokenAccumulators).
+struct TokenPassInputs {
+  const int8_t* a;
+  const float* h;
+  const int8_t* bt;
+  size_t blocks;
+  int32_t* buf;  // [kInFlight][16 tokens × 16]
+
+  template <int kC>
+  [[gnu::always_inline]] void Issue(size_t b) const {
+    if (b < blocks) amx::Issue<kC>(a + b * kATileBytes, bt + b * kBBlockBytes);
+  }
+  template <int kC>
+  [[gnu::always_inline]] void Drain(size_t b, TokenAccumulators& acc) const {
+    if (b < blocks)
+      amx::Drain<kC>(_mm512_load_ps(bt + b * kBBlockBytes + kBTileBytes), h + b * kTokens,
+                     buf + kC * kTokens * 16, acc);
+  }
+};
+
+// One token tile against the 16 rows of bt's decoded blocks (tiles and scales), stored into y
+// (tokens × rows).
 void TokenPass(const int8_t* a, const float* h, const int8_t* bt, size_t blocks, float* y,
                size_t ldy, size_t tokens, size_t rows, bool accumulate) {
-  alignas(64) int32_t buf[kInFlight][kTokens * 16];
-  __m512 acc[kTokens];
-#pragma GCC unroll 16
-  for (size_t t = 0; t < kTokens; ++t) acc[t] = _mm512_setzero_ps();
-  auto issue = [&]<int kC>(size_t b) {
-    if (b < blocks) Issue<kC>(a + b * kATileBytes, bt + b * kBBlockBytes);
-  };
-  auto drain = [&]<int kC>(size_t b) {
-    if (b < blocks)
-      Drain<kC>(_mm512_load_ps(bt + b * kBBlockBytes + kBTileBytes), h + b * kTokens, buf[kC], acc);
-  };
-  issue.template operator()<0>(0);
-  issue.template operator()<1>(1);
-  issue.template operator()<2>(2);
-  issue.template operator()<3>(3);
+  alignas(64) int32_t buf[kInFlight * kTokens * 16];
+  const TokenPassInputs in{a, h, bt, blocks, buf};
+  TokenAccumulators acc;
+  Each(acc, [](__m512& v, size_t) { v = _mm512_setzero_ps(); });
+  in.Issue<0>(0);
+  in.Issue<1>(1);
+  in.Issue<2>(2);
+  in.Issue<3>(3);
   for (size_t b = 0; b < blocks; b += kInFlight) {
-    drain.template operator()<0>(b);
-    issue.template operator()<0>(b + 4);
-    drain.template operator()<1>(b + 1);
-    issue.template operator()<1>(b + 5);
-    drain.template operator()<2>(b + 2);
-    issue.template operator()<2>(b + 6);
-    drain.template operator()<3>(b + 3);
-    issue.template operator()<3>(b + 7);
+    in.Drain<0>(b, acc);
+    in.Issue<0>(b + 4);
+    in.Drain<1>(b + 1, acc);
+    in.Issue<1>(b + 5);
+    in.Drain<2>(b + 2, acc);
+    in.Issue<2>(b + 6);
+    in.Drain<3>(b + 3, acc);
+    in.Issue<3>(b + 7);
   }
   const __mmask16 mask = rows >= 16 ? __mmask16(0xffff) : __mmask16((1u << rows) - 1);
-  for (size_t t = 0; t < tokens; ++t) {
-    __m512 v = acc[t];
+  Each(acc, [&](__m512 v, size_t t) {
+    if (t >= tokens) return;
     if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y + t * ldy));
     _mm512_mask_storeu_ps(y + t * ldy, mask, v);
-  }
+  });
 }
 
 }  // namespace

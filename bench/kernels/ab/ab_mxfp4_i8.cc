@@ -12,6 +12,9 @@
 //
 // Also a check: A's and B's outputs must equal the scalar reference bit for bit (both ISA kernels
 // promise it), for every matrix of the first set; a difference exits 1.
+//
+// The amx kernel (the tile unit, from 32 tokens in the engine; here at any --tokens) takes a
+// worker's scratch: each thread passes its own.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -26,6 +29,8 @@
 #include "kernels/internal.h"
 #include "kernels/mxfp4_i8.h"
 #include "kernels/quant.h"
+#include "kernels/scratch.h"
+#include "runtime/cpu_features.h"
 #include "runtime/huge_page_arena.h"
 #include "runtime/thread_pool.h"
 
@@ -38,19 +43,45 @@
 #define AB_STR(a) AB_STR2(a)
 
 namespace moeserve::kernels {
+#ifdef AB_AMX
+namespace AB_A {
+void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, bool accumulate,
+                   WorkerScratch& s);
+}
+namespace AB_B {
+void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, bool accumulate,
+                   WorkerScratch& s);
+}
+#else
 namespace AB_A {
 void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, bool accumulate);
 }
 namespace AB_B {
 void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, bool accumulate);
 }
+#endif
 
 namespace {
 
 using Kernel = void (*)(const Q8Rows&, const WeightMatrix&, float*, size_t, bool);
+#ifdef AB_AMX
+// The calling thread's scratch (a harness of its own threads; the engine's come from its context).
+WorkerScratch& ThreadScratch() {
+  thread_local WorkerScratch s;
+  return s;
+}
+template <auto kKernel>
+void WithScratch(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, bool accumulate) {
+  kKernel(x, w, y, ldy, accumulate, ThreadScratch());
+}
+constexpr Kernel kA = WithScratch<AB_A::MatMulMxfp4I8>;
+constexpr Kernel kB = WithScratch<AB_B::MatMulMxfp4I8>;
+constexpr double (*kRead)(const float*, size_t) = avx512bf16::SumBuffer;
+#else
 constexpr Kernel kA = AB_A::MatMulMxfp4I8;
 constexpr Kernel kB = AB_B::MatMulMxfp4I8;
 constexpr double (*kRead)(const float*, size_t) = AB_ISA::SumBuffer;
+#endif
 
 struct Options {
   size_t rows = 1536, cols = 3072, tokens = 1, threads = 2, matrices = 16, sets = 24, iters = 400;
@@ -59,6 +90,14 @@ struct Options {
 };
 
 int Run(const Options& o) {
+#ifdef AB_AMX
+  // The tile data permission (asked once, with the features); without it a tile instruction
+  // faults.
+  if (!GetCpuFeatures().amx_bf16) {
+    std::fprintf(stderr, "SKIPPED: no AMX tile data for this process\n");
+    return 77;
+  }
+#endif
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.0f, 0.02f);
   // One random matrix, repacked into every slot: the kernels' work does not depend on the codes

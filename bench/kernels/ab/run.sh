@@ -6,7 +6,7 @@
 # and linked into ab_mxfp4_i8.cc, which interleaves them call by call on the same data beside a
 # read probe and checks both against the scalar reference bit for bit.
 #
-#   bench/kernels/ab/run.sh [--isa avx512bf16|avx2] [--base REV] [--build DIR] [driver options]
+#   bench/kernels/ab/run.sh [--isa amx|avx512bf16|avx2] [--base REV] [--build DIR] [driver options]
 #   driver options: --tokens M (1: decode; 16: a prefill tile) --whole --threads N --rows R
 #                   --cols C --matrices P --sets S --iters I (ab_mxfp4_i8.cc says what they do)
 #
@@ -29,13 +29,15 @@ while [ $# -gt 0 ]; do
   esac
 done
 if [ -z "$ISA" ]; then
-  if grep -qw avx512_bf16 /proc/cpuinfo && grep -qw avx512_vnni /proc/cpuinfo; then ISA=avx512bf16
+  if grep -qw amx_int8 /proc/cpuinfo && grep -qw avx512_bf16 /proc/cpuinfo; then ISA=amx
+  elif grep -qw avx512_bf16 /proc/cpuinfo && grep -qw avx512_vnni /proc/cpuinfo; then ISA=avx512bf16
   else ISA=avx2; fi
 fi
 case "$ISA" in
   avx2) need=(avx2 fma f16c) ;;
   avx512bf16) need=(avx512f avx512bw avx512vl avx512dq avx512_bf16 avx512_vnni) ;;
-  *) echo "--isa: avx2 or avx512bf16, not $ISA" >&2; exit 2 ;;
+  amx) need=(avx512f avx512bw avx512_bf16 avx512_vnni amx_tile amx_int8) ;;
+  *) echo "--isa: amx, avx2 or avx512bf16, not $ISA" >&2; exit 2 ;;
 esac
 for flag in "${need[@]}"; do  # 77: "skipped" to CTest
   grep -qw "$flag" /proc/cpuinfo || { echo "SKIPPED: this CPU lacks $flag ($ISA)"; exit 77; }
@@ -75,8 +77,11 @@ PY
 }
 eval "$(command_for "$KERNEL" "$OUT/a_$ISA.cc" "$OUT/a_$ISA.o")"
 eval "$(command_for "$KERNEL" "$OUT/b_$ISA.cc" "$OUT/b_$ISA.o")"
+# The amx kernel takes a worker's scratch (AB_AMX: the driver passes its threads' own).
+DRIVER_FLAGS=("-DAB_ISA=$ISA" "-DAB_A=${ISA}_a" "-DAB_B=${ISA}_b")
+[ "$ISA" = amx ] && DRIVER_FLAGS+=(-DAB_AMX)
 eval "$(command_for bench/kernels/bench_mxfp4_i8.cc "$ROOT/bench/kernels/ab/ab_mxfp4_i8.cc" \
-        "$OUT/ab_$ISA.o" "-DAB_ISA=$ISA" "-DAB_A=${ISA}_a" "-DAB_B=${ISA}_b")"
+        "$OUT/ab_$ISA.o" "${DRIVER_FLAGS[@]}")"
 COMPILE=$(command_for "$KERNEL" x y)
 CXX=${COMPILE%% *}
 # A sanitizer build's objects need its runtime at link time too.
