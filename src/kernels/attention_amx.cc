@@ -23,8 +23,9 @@
 // A single row block (decode: a query's q heads) keeps O row-major instead, O += P·V with P's
 // tiles transposed and V's key pairs only interleaved (no transposes of V); its softmax of chunk
 // c runs between the scores of chunk c + 1, and its P·V between the V pairs of chunk c + 1.
-// FP8 caches: codes decoded to exact bf16 rows; a key's scale multiplies its score, a value's its
-// weight in P (the same real products as dequantizing first, each rounded once in f32).
+// FP8 caches: codes decoded to exact bf16 rows by byte tables (RowDecoder); a key's scale
+// multiplies its score, a value's its weight in P (the same real products as dequantizing first,
+// each rounded once in f32).
 #include <immintrin.h>
 
 #include <cmath>
@@ -32,6 +33,7 @@
 
 #include "kernels/amx_tiles.h"
 #include "kernels/attention_avx512_shared.h"
+#include "kernels/fp8_bytes_to_bf16_avx512.h"
 #include "kernels/internal.h"
 #include "kernels/scratch.h"
 #include "kernels/simd_math_avx512.h"
@@ -132,18 +134,6 @@ struct Buffers {
   }
 };
 
-// e4m3 codes -> exact bf16 bits (16 at a time; E4m3ToF32Over256 · 256): an e4m3 value's ≤ 4
-// significant bits make the bf16 the top half of its f32.
-void DecodeFp8Row(const uint8_t* codes, size_t d, uint16_t* out) {
-  const __m512 k256 = _mm512_set1_ps(256.0f);
-  for (size_t j = 0; j < d; j += 16) {
-    const __m512 v = _mm512_mul_ps(
-        E4m3ToF32Over256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j))), k256);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j),
-                        _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_castps_si512(v), 16)));
-  }
-}
-
 // V^T A tiles: tile (db, ks) row n = dim n of the 16-dim block, dword i = keys 32 ks + 2i and
 // + 2i + 1 (low, high). Key pairs are interleaved by unpacklo / unpackhi, which work within 128-bit
 // lanes: a 32-dim step's pair dwords come out as dims {0-3, 8-11, 16-19, 24-27} (db even) and
@@ -243,15 +233,14 @@ struct PositionCursor {
   }
 };
 
-// Work items the tiles take: whole 32-dim steps, the scratch's bound (as the AVX-512 tile), and
-// not a decode item over an FP8 cache: there each key's K and V rows are decoded to bf16 rows
-// first, and the AVX-512 tile, which dequantizes as it transposes, was faster (bench_attention,
-// decode 8 x 4096 on 2 threads, 3 rounds: FP8 14.4-20.3 ms against 9.3-11.1; bf16 9.4-17.9
-// against 13.2-13.9; one thread bf16 18.1-18.4 against ~24).
+// Work items the tiles take: whole 32-dim steps and the scratch's bound (as the AVX-512 tile).
+// Decode over an FP8 cache too, now that its rows decode by the byte tables (RowDecoder):
+// bench_attention decode fp8, 2 threads, 2 alternating rounds against the AVX-512 tile: 8 x 4096
+// 13.0 / 10.3 ms against 16.1 / 16.1, 1 x 32768 11.3 / 14.1 against 16.0 / 17.4; one thread from
+// L2 (--hot) 0.17-0.18 against 0.19-0.29 ms. (With the f32-route row decode it was slower: 8 x
+// 4096 14.4-20.3 ms against 9.3-11.1.)
 bool TilesFit(const AttentionTileArgs& a) {
-  const bool decode = (a.q1 - a.q0) * a.group < 16;
-  return a.head_dim % 32 == 0 && a.head_dim <= 256 && a.tile_scratch != nullptr &&
-         !(decode && a.k_blocks8);
+  return a.head_dim % 32 == 0 && a.head_dim <= 256 && a.tile_scratch != nullptr;
 }
 
 // The tile unit and the vector units only work at once when their instructions are interleaved
@@ -295,14 +284,17 @@ ChunkKeys GatherChunk(const AttentionTileArgs& a, const Buffers& b, size_t c0, s
   c.n_kb = (c.nk + 15) / 16;
   c.slot = slot;
   const uint16_t* krows[kChunk];
+  // e4m3 codes -> exact bf16 (every e4m3 value is a normal bf16) by the byte tables: ~10 uops per
+  // 64 codes, where the f32 route (E4m3ToF32Over256, shift, vpmovdw) took ~32.
+  const RowDecoder dec;
   PositionCursor at(c0, bs);
   for (size_t k = 0; k < c.nk; ++k, at.Next(bs)) {
     const size_t row = at.row * a.num_kv_heads + a.kv_head;
     if (fp8) {
       const uint8_t* kb = a.k_blocks8[at.block];
       const uint8_t* vb = a.v_blocks8[at.block];
-      DecodeFp8Row(kb + row * d, d, b.krow + k * d);
-      DecodeFp8Row(vb + row * d, d, b.vrow + k * d);
+      dec.Row(kb + row * d, d, b.krow + k * d);
+      dec.Row(vb + row * d, d, b.vrow + k * d);
       b.kscale[slot * kChunk + k] = reinterpret_cast<const float*>(kb + a.scale_offset)[row];
       b.vscale[slot * kChunk + k] = reinterpret_cast<const float*>(vb + a.scale_offset)[row];
       c.vrows[k] = b.vrow + k * d;

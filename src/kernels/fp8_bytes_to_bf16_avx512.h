@@ -1,7 +1,8 @@
 // e4m3 codes of a 16-row FP8 panel (fp8_panels.h) decoded to exact bf16 pairs by byte tables, for
 // the AMX translation units (AVX-512 BW / BF16 and VBMI: include only from TUs built with the AMX
 // flags). Shared by the amx FP8 GEMV (matmul_fp8_panels_amx.cc) and the tile GEMM's per-step
-// decode (matmul_quant_amx.cc).
+// decode (matmul_quant_amx.cc); RowDecoder, the same tables in a row's own order, by the amx
+// attention tile's FP8 K / V rows (attention_amx.cc).
 #pragma once
 
 #include <immintrin.h>
@@ -52,11 +53,6 @@ struct Decoder {
   __m512i sign;                // 0x80 in every byte
 
   Decoder() {
-    const DecodeTables& t = Tables();
-    lo0 = _mm512_load_si512(t.lo.data());
-    lo1 = _mm512_load_si512(t.lo.data() + 64);
-    hi0 = _mm512_load_si512(t.hi.data());
-    hi1 = _mm512_load_si512(t.hi.data() + 64);
     // vpunpcklbw(lo, hi) makes word n of 128-bit lane L from byte 16L + n (n < 8), vpunpckhbw
     // from byte 16L + 8 + n; dword j of lane L is output row 4L + j. So byte 16L + 2j + e of the
     // reordered codes is W[4L + j, c + e] (panel byte 16e + 4L + j), and byte 16L + 8 + 2j + e is
@@ -68,10 +64,24 @@ struct Decoder {
           idx[16 * lane + 2 * j + e] = static_cast<uint8_t>(16 * e + 4 * lane + j);
           idx[16 * lane + 8 + 2 * j + e] = static_cast<uint8_t>(16 * (2 + e) + 4 * lane + j);
         }
-    order = _mm512_load_si512(idx);
-    sign = _mm512_set1_epi8(static_cast<char>(0x80));
+    Load(idx);
   }
 
+ protected:
+  // The tables, the given byte order and the sign mask into registers.
+  void Load(const uint8_t idx[64]) {
+    const DecodeTables& t = Tables();
+    lo0 = _mm512_load_si512(t.lo.data());
+    lo1 = _mm512_load_si512(t.lo.data() + 64);
+    hi0 = _mm512_load_si512(t.hi.data());
+    hi1 = _mm512_load_si512(t.hi.data() + 64);
+    order = _mm512_loadu_si512(idx);
+    sign = _mm512_set1_epi8(static_cast<char>(0x80));
+  }
+  struct NoTables {};
+  explicit Decoder(NoTables) {}
+
+ public:
   // 64 codes (columns c .. c + 3 of a panel) → two vectors of bf16 pairs: columns (c, c + 1) and
   // (c + 2, c + 3), lane r = row r. One vpermb, two vpermt2b (three uops each on these cores,
   // which is why the interleave is two one-uop unpacks on reordered codes, not two more vpermt2b).
@@ -83,6 +93,38 @@ struct Decoder {
         _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(hi0, codes, hi1), codes, sign, 0xF8);
     w01 = (__m512bh)_mm512_unpacklo_epi8(lo, hi);
     w23 = (__m512bh)_mm512_unpackhi_epi8(lo, hi);
+  }
+};
+
+// The same decode for 64 consecutive codes of one row (an FP8 cache's K or V row): Decode's two
+// outputs are the row's values 0-31 and 32-63 in order. Byte 16L + n of the reordered codes (n < 8)
+// becomes word n of lane L of the first output, value 8L + n; byte 16L + 8 + n word n of lane L of
+// the second, value 32 + 8L + n.
+struct RowDecoder : Decoder {
+  RowDecoder() : Decoder(NoTables{}) {
+    alignas(64) uint8_t idx[64];
+    for (int lane = 0; lane < 4; ++lane)
+      for (int n = 0; n < 8; ++n) {
+        idx[16 * lane + n] = static_cast<uint8_t>(8 * lane + n);
+        idx[16 * lane + 8 + n] = static_cast<uint8_t>(32 + 8 * lane + n);
+      }
+    Load(idx);
+  }
+
+  // Row codes[0, d) → out[0, d) as bf16 bits (d a multiple of 32).
+  [[gnu::always_inline]] inline void Row(const uint8_t* codes, size_t d, uint16_t* out) const {
+    size_t j = 0;
+    for (; j + 64 <= d; j += 64) {
+      __m512bh a, b;
+      Decode(_mm512_loadu_si512(codes + j), a, b);
+      _mm512_storeu_si512(out + j, (__m512i)a);
+      _mm512_storeu_si512(out + j + 32, (__m512i)b);
+    }
+    if (j < d) {  // 32 codes left: the first output holds them
+      __m512bh a, b;
+      Decode(_mm512_maskz_loadu_epi8(0xffffffffull, codes + j), a, b);
+      _mm512_storeu_si512(out + j, (__m512i)a);
+    }
   }
 };
 

@@ -222,7 +222,8 @@ TEST(AttentionCacheFormatDeathTest, MixedOrIncompleteTablesAreRefused) {
 // The fast tile decodes 64 codes per transposed dword row: head_dim around and between multiples
 // of 64, GQA groups 1..8, blocks shorter and longer than its 16-key chunks, ragged kv ends; and K
 // scales >= 2^8 (amax > 114688), where scale · 2^120 overflows and the dequantization must take
-// its two-multiply path.
+// its two-multiply path. The amx tile decodes rows 64 codes at a time and then a 32-code tail
+// (head_dim 96, 160).
 TEST_P(AttentionFp8EveryIsa, MatchesReferenceOddShapes) {
   ThreadPool pool(2);
   KernelContext ctx(pool, isa());
@@ -235,8 +236,8 @@ TEST_P(AttentionFp8EveryIsa, MatchesReferenceOddShapes) {
   struct Case {
     size_t head_dim, block_size;
   };
-  for (const Case c : {Case{1, 3}, Case{7, 1}, Case{64, 17}, Case{70, 32}, Case{128, 5},
-                       Case{130, 16}, Case{256, 7}, Case{300, 16}}) {
+  for (const Case c : {Case{1, 3}, Case{7, 1}, Case{64, 17}, Case{70, 32}, Case{96, 16},
+                       Case{128, 5}, Case{130, 16}, Case{160, 3}, Case{256, 7}, Case{300, 16}}) {
     CheckFp8({6, 2, c.head_dim, c.block_size, 1 / std::sqrt(float(c.head_dim))}, {1, 18, 37, 0},
              {70, 40, 37, 5}, ctx, rng);
     if (HasFatalFailure()) return;
