@@ -441,6 +441,47 @@ class PvUnits {
   bool first_ = false;
 };
 
+// Row block rb's running max moves from old_max to new_max (stored): returns the rows' factors
+// e^(old − new) (1 where the max stayed or had no value yet) and rescales O's rows by them, from
+// the item's second chunk on (before, O is unset).
+inline __m512 UpdateMax(const AttentionTileArgs& a, const Buffers& b, size_t rb, size_t c0,
+                        bool single, __m512 old_max, __m512 new_max) {
+  const size_t d = a.head_dim;
+  _mm512_store_ps(b.max + rb * 16, new_max);
+  // Lanes whose max moved (and had one): O and the sum scaled by e^(old − new).
+  const __mmask16 moved = _mm512_cmp_ps_mask(old_max, new_max, _CMP_LT_OQ) &
+                          _mm512_cmp_ps_mask(old_max, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+  __m512 corr = _mm512_set1_ps(1.0f);
+  if (!moved) return corr;
+  corr = _mm512_mask_mov_ps(corr, moved, Exp(_mm512_sub_ps(old_max, new_max)));
+  if (c0 > a.key0 && !single) {
+    float* o = b.ot + rb * (d / 16) * kTile;
+    for (size_t n = 0; n < d; ++n)
+      _mm512_store_ps(o + n * 16, _mm512_mul_ps(_mm512_load_ps(o + n * 16), corr));
+  } else if (c0 > a.key0) {
+    alignas(64) float c[16];
+    _mm512_store_ps(c, corr);
+    for (size_t n = 0; n < 16; ++n)
+      if (moved >> n & 1)
+        for (size_t j = 0; j < d; j += 16)
+          _mm512_store_ps(b.ot + n * d + j,
+                          _mm512_mul_ps(_mm512_load_ps(b.ot + n * d + j), _mm512_set1_ps(c[n])));
+  }
+  return corr;
+}
+
+// P's B tiles of P^T transposed into A tiles (row n: its 16 key pairs), for the single-block form.
+template <typename Between>
+void TransposePTiles(const Buffers& b, size_t n_ks, Between& between) {
+  for (size_t t = 0; t < n_ks * kParts; ++t, between()) {
+    __m512i r[16];
+    uint32_t* tile = b.pt + t * kTile;
+    for (int i = 0; i < 16; ++i) r[i] = _mm512_load_si512(tile + i * 16);
+    Transpose16x16(r);
+    for (int n = 0; n < 16; ++n) _mm512_store_si512(tile + n * 16, r[n]);
+  }
+}
+
 // Row block rb's scores of one chunk (x: S^T [nk][16] as the tile unit stored it) through the
 // online softmax: scaled and masked in place, the rows' max and sum updated, O rescaled where a
 // row's max moved (from the second chunk of the item: before, O is unset), and P's parts written
@@ -449,7 +490,7 @@ class PvUnits {
 template <typename Between>
 void SoftmaxChunk(const AttentionTileArgs& a, const Buffers& b, size_t rb, const ChunkKeys& keys,
                   bool single, float* x, Between between) {
-  const size_t d = a.head_dim, c0 = keys.c0, nk = keys.nk, n_ks = keys.n_ks;
+  const size_t c0 = keys.c0, nk = keys.nk, n_ks = keys.n_ks;
   const bool fp8 = a.k_blocks8 != nullptr;
   const float* kscale = b.kscale + keys.slot * kChunk;
   const float* vscale = b.vscale + keys.slot * kChunk;
@@ -468,27 +509,7 @@ void SoftmaxChunk(const AttentionTileArgs& a, const Buffers& b, size_t rb, const
     mx = _mm512_max_ps(mx, v);
   }
   const __m512 new_max = _mm512_max_ps(old_max, mx);
-  _mm512_store_ps(b.max + rb * 16, new_max);
-  // Lanes whose max moved (and had one): O and the sum scaled by e^(old − new).
-  const __mmask16 moved = _mm512_cmp_ps_mask(old_max, new_max, _CMP_LT_OQ) &
-                          _mm512_cmp_ps_mask(old_max, ninf, _CMP_NEQ_OQ);
-  __m512 corr = _mm512_set1_ps(1.0f);
-  if (moved) {
-    corr = _mm512_mask_mov_ps(corr, moved, Exp(_mm512_sub_ps(old_max, new_max)));
-    if (c0 > a.key0 && !single) {
-      float* o = b.ot + rb * (d / 16) * kTile;
-      for (size_t n = 0; n < d; ++n)
-        _mm512_store_ps(o + n * 16, _mm512_mul_ps(_mm512_load_ps(o + n * 16), corr));
-    } else if (c0 > a.key0) {
-      alignas(64) float c[16];
-      _mm512_store_ps(c, corr);
-      for (size_t n = 0; n < 16; ++n)
-        if (moved >> n & 1)
-          for (size_t j = 0; j < d; j += 16)
-            _mm512_store_ps(b.ot + n * d + j,
-                            _mm512_mul_ps(_mm512_load_ps(b.ot + n * d + j), _mm512_set1_ps(c[n])));
-    }
-  }
+  const __m512 corr = UpdateMax(a, b, rb, c0, single, old_max, new_max);
   // P = e^(s − max) (zero where masked, and on lanes that have no key yet), summed, split into
   // P^T's B tiles a key pair at a time.
   const __mmask16 live = _mm512_cmp_ps_mask(new_max, ninf, _CMP_NEQ_OQ);
@@ -512,15 +533,74 @@ void SoftmaxChunk(const AttentionTileArgs& a, const Buffers& b, size_t rb, const
   }
   const __m512 sum = _mm512_load_ps(b.sum + rb * 16);
   _mm512_store_ps(b.sum + rb * 16, _mm512_fmadd_ps(sum, corr, psum));
-  if (!single) return;
-  // P's B tiles of P^T transposed into A tiles (row n: its 16 key pairs).
-  for (size_t t = 0; t < n_ks * kParts; ++t, between()) {
-    __m512i r[16];
-    uint32_t* tile = b.pt + t * kTile;
-    for (int i = 0; i < 16; ++i) r[i] = _mm512_load_si512(tile + i * 16);
-    Transpose16x16(r);
-    for (int n = 0; n < 16; ++n) _mm512_store_si512(tile + n * 16, r[n]);
+  if (single) TransposePTiles(b, n_ks, between);
+}
+
+// SoftmaxChunk for a single row block of at most 8 rows (decode: a query's group of q heads;
+// MiniMax-M2's is 6): two keys per vector, key k's rows in lanes 0-7 and key k + 1's in lanes
+// 8-15, where the 16-lane form leaves 8 or more lanes of every vector empty; so half the scaling,
+// exps and splits. The same operations per score, hence the same bits. P's key pairs come out as
+// SplitPair's B tile rows with rows 8-15 zero.
+template <typename Between>
+void SoftmaxChunkPaired(const AttentionTileArgs& a, const Buffers& b, const ChunkKeys& keys,
+                        float* x, Between between) {
+  const size_t c0 = keys.c0, nk = keys.nk, n_ks = keys.n_ks;
+  const bool fp8 = a.k_blocks8 != nullptr;
+  const float* kscale = b.kscale + keys.slot * kChunk;
+  const float* vscale = b.vscale + keys.slot * kChunk;
+  const __m512 ninf = _mm512_set1_ps(-INFINITY);
+  const __m512i low8 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7);
+  const __m512i pair = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23);
+  constexpr __mmask16 kLow = 0x00ff;
+  // Row positions, and each lane's key offset within a pair (0 in lanes 0-7, 1 in 8-15).
+  const __m512i pos = _mm512_permutexvar_epi32(low8, _mm512_load_si512(b.pos));
+  const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m512 old_max = _mm512_load_ps(b.max);
+  // Scores of keys k, k + 1 scaled and masked into vector k / 2 (in place: slot k / 2 is written
+  // after slots k and k + 1 are read).
+  __m512 mx2 = ninf;
+  for (size_t k = 0; k < nk; k += 2) {
+    const __m512i key = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(c0 + k)), half);
+    __mmask16 visible = _mm512_cmpge_epi32_mask(pos, key);
+    if (k + 1 >= nk) visible &= kLow;
+    const __m512 f =
+        fp8 ? _mm512_mask_blend_ps(kLow, _mm512_set1_ps(a.scale * kscale[k + (k + 1 < nk)]),
+                                   _mm512_set1_ps(a.scale * kscale[k]))
+            : _mm512_set1_ps(a.scale);
+    const __m512 z =
+        _mm512_permutex2var_ps(_mm512_load_ps(x + k * 16), pair, _mm512_load_ps(x + (k + 1) * 16));
+    const __m512 v = _mm512_mask_mul_ps(ninf, visible, z, f);
+    _mm512_store_ps(x + k / 2 * 16, v);
+    mx2 = _mm512_max_ps(mx2, v);
   }
+  // Per row: the max of its two halves (lanes 8-15 of the result: rows past 8, none).
+  const __m512 mx =
+      _mm512_mask_mov_ps(ninf, kLow, _mm512_max_ps(mx2, _mm512_shuffle_f32x4(mx2, mx2, 0x4e)));
+  const __m512 new_max = _mm512_max_ps(old_max, mx);
+  const __m512 corr = UpdateMax(a, b, 0, c0, true, old_max, new_max);
+  const __mmask16 live = _mm512_cmp_ps_mask(new_max, ninf, _CMP_NEQ_OQ);
+  const __m512 max2 = _mm512_permutexvar_ps(low8, new_max);
+  const __mmask16 live2 = static_cast<__mmask16>((live & kLow) | (live & kLow) << 8);
+  __m512 psum2 = _mm512_setzero_ps();
+  for (size_t k = 0; k < n_ks * 32; k += 2, between()) {
+    __m512 p = _mm512_setzero_ps();
+    if (k < nk) {
+      p = _mm512_maskz_mov_ps(live2, Exp(_mm512_sub_ps(_mm512_load_ps(x + k / 2 * 16), max2)));
+      psum2 = _mm512_add_ps(psum2, p);
+      if (fp8)
+        p = _mm512_mul_ps(p, _mm512_mask_blend_ps(kLow, _mm512_set1_ps(vscale[k + (k + 1 < nk)]),
+                                                  _mm512_set1_ps(vscale[k])));
+    }
+    // Dword n < 8 of each part: (key k's row n, key k + 1's row n); rows 8-15 zero.
+    __m512i part[kParts];
+    SplitPair(_mm512_maskz_mov_ps(kLow, p),
+              _mm512_maskz_mov_ps(kLow, _mm512_shuffle_f32x4(p, p, 0x4e)), part);
+    uint32_t* t = b.pt + (k / 32) * kParts * kTile + (k % 32) / 2 * 16;
+    for (size_t q = 0; q < kParts; ++q) _mm512_store_si512(t + q * kTile, part[q]);
+  }
+  const __m512 psum = _mm512_maskz_add_ps(kLow, psum2, _mm512_shuffle_f32x4(psum2, psum2, 0x4e));
+  _mm512_store_ps(b.sum, _mm512_fmadd_ps(_mm512_load_ps(b.sum), corr, psum));
+  TransposePTiles(b, n_ks, between);
 }
 
 // Calls `fn` on every `every`-th call: how often a vector loop issues a unit of tile work.
@@ -580,6 +660,10 @@ void PrefillChunks(const AttentionTileArgs& a, const Buffers& b, size_t kv_end, 
 // and the vector units work at once. S^T, V's pairs and FP8 scales in two slots (chunk parity).
 void DecodeChunks(const AttentionTileArgs& a, const Buffers& b, size_t kv_end) {
   const size_t d = a.head_dim, steps = d / 32;
+  // At most 8 rows: two keys per vector in the softmax (SoftmaxChunkPaired). One thread, K+V in
+  // L2 (bench_attention --hot, 3 alternating rounds): bf16 12.9 / 6.5 / 12.9 -> 14.7 / 15.1 /
+  // 15.1 GB/s, FP8 5.1 / 4.0 / 5.3 -> 5.7 / 5.6 / 5.8.
+  const bool paired = (a.q1 - a.q0) * a.group <= 8;
   const size_t stride = kChunk * 16, vt_words = (d / 16) * kKeySteps * kTile;
   const auto no_tiles = [] {};
   const size_t pf1 = a.key0 + kChunk;  // the loop requests from chunk 2 on
@@ -599,8 +683,12 @@ void DecodeChunks(const AttentionTileArgs& a, const Buffers& b, size_t kv_end) {
       next_scores = ScoreUnits(b.qt, next, steps, b.st + next_slot * stride);
     }
     const auto issue_score = [&] { next_scores.Issue(); };
-    SoftmaxChunk(a, b, 0, cur, true, b.st + slot * stride,
-                 Every<decltype(issue_score)>{2, issue_score});
+    if (paired)
+      SoftmaxChunkPaired(a, b, cur, b.st + slot * stride,
+                         Every<decltype(issue_score)>{2, issue_score});
+    else
+      SoftmaxChunk(a, b, 0, cur, true, b.st + slot * stride,
+                   Every<decltype(issue_score)>{2, issue_score});
     next_scores.Finish();
     PvUnits<true> pv(b.pt, b.vt + slot * vt_words, b.ot, d, cur.n_ks, cur.c0 == a.key0);
     if (more) {
