@@ -603,14 +603,14 @@ void SoftmaxChunkPaired(const AttentionTileArgs& a, const Buffers& b, const Chun
   TransposePTiles(b, n_ks, between);
 }
 
-// Calls `fn` on every `every`-th call: how often a vector loop issues a unit of tile work.
-template <typename Fn>
+// Calls `fn` on every kEvery-th call: how often a vector loop issues a unit of tile work. (A
+// compile-time count: a count held in the object compiled to an integer division per call.)
+template <size_t kEvery, typename Fn>
 struct Every {
-  size_t every;
   const Fn& fn;
   size_t calls = 0;
   void operator()() {
-    if (++calls % every == 0) fn();
+    if (++calls % kEvery == 0) fn();
   }
 };
 
@@ -685,16 +685,16 @@ void DecodeChunks(const AttentionTileArgs& a, const Buffers& b, size_t kv_end) {
     const auto issue_score = [&] { next_scores.Issue(); };
     if (paired)
       SoftmaxChunkPaired(a, b, cur, b.st + slot * stride,
-                         Every<decltype(issue_score)>{2, issue_score});
+                         Every<2, decltype(issue_score)>{issue_score});
     else
       SoftmaxChunk(a, b, 0, cur, true, b.st + slot * stride,
-                   Every<decltype(issue_score)>{2, issue_score});
+                   Every<2, decltype(issue_score)>{issue_score});
     next_scores.Finish();
     PvUnits<true> pv(b.pt, b.vt + slot * vt_words, b.ot, d, cur.n_ks, cur.c0 == a.key0);
     if (more) {
       const auto issue_pv = [&] { pv.Issue(); };
       BuildValuePairs(next.vrows, next.nk, d, b.vt + next_slot * vt_words,
-                      Every<decltype(issue_pv)>{4, issue_pv});
+                      Every<4, decltype(issue_pv)>{issue_pv});
     }
     pv.Finish();
     if (!more) return;
