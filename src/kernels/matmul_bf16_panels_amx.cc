@@ -36,6 +36,10 @@ constexpr size_t kTokens = kXTileTokens;  // tokens per A tile
 // The W block the token passes take after the current one, requested into L2 a share per tile
 // step: a block's first pass reads it from memory at one core's demand rate otherwise (MoE
 // experts' W is never cache resident). Lines [0, lines) of each panel, spread over `steps`.
+// It only partly works on Emerald Rapids (a scratch loop, 128 tokens, W from DRAM: 0.93-0.99x
+// without it): a pair's first pass still costs 3-4x each later one, since the tile loads
+// streaming A and B from L2 hold the fill buffers the prefetches need; nothing tried (prefetch
+// distance or hint, demand touches, k-chunked passes holding B in L1) did better.
 struct NextBlock {
   const bf16* panel[2] = {nullptr, nullptr};
   size_t lines = 0;  // 64-byte lines per panel

@@ -9,12 +9,16 @@
 // 32 columns; what stays on the vector units is the block's scale: per token and 16 rows a
 // convert, a multiply and a multiply-add. Measured (one thread, hot [1536, 3072]): 1.3-1.7x the
 // VNNI kernel from 32 tokens (isa_kernels.cc has the figures and why 32). What bounds
-// it: the tile unit's loads, product and C store per block (~50 cycles) and the vector scaling
-// (~36) run one after the other rather than side by side (each alone measured 2.5-2.8x the VNNI
-// kernel); storing a block's C a step before scaling it did not change that, and storing four
-// blocks' C before issuing the next four and then scaling them measured slower. The rows' scales
-// are converted to f32 once per group pair, beside its B tiles (1.05-1.15x over converting them
-// in every token pass).
+// it: the tile unit's loads, product and C store per block and the vector scaling run one after
+// the other rather than side by side (a scratch loop of the pass, hot: 26-31 TSC cycles per block
+// for the tile half, 15-18 for the vector half, 41-44 together, in any interleaving). The reason
+// (another scratch loop): while TDPBSSD / TDPBF16PS multiply, the core's vector loads run at about
+// half rate, and the scaling loads 33 times per product (16 C rows, 16 token-scale broadcasts);
+// FMAs on registers alone run beside the products at full rate. Storing a block's C a step
+// before scaling it did not change that, nor did reading C rows stored a block earlier, and
+// storing four blocks' C before issuing the next four and then scaling them measured slower. The
+// rows' scales are converted to f32 once per group pair, beside its B tiles (1.05-1.15x over
+// converting them in every token pass).
 //
 // Tiles (K = 32: one scale block per product, so that each block's sums can be scaled apart):
 //   A = 16 tokens × 32 int8 activations, the Q8 rows packed once per call as [tile][block]
