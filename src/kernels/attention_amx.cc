@@ -539,8 +539,10 @@ void SoftmaxChunk(const AttentionTileArgs& a, const Buffers& b, size_t rb, const
 // SoftmaxChunk for a single row block of at most 8 rows (decode: a query's group of q heads;
 // MiniMax-M2's is 6): two keys per vector, key k's rows in lanes 0-7 and key k + 1's in lanes
 // 8-15, where the 16-lane form leaves 8 or more lanes of every vector empty; so half the scaling,
-// exps and splits. The same operations per score, hence the same bits. P's key pairs come out as
-// SplitPair's B tile rows with rows 8-15 zero.
+// exps and splits. The same operations per score; a row's sum adds its even and odd keys apart
+// and then the two (the 16-lane form adds them in key order). P's key pairs come out as
+// SplitPair's B tile rows with rows 8-15 zero. Pass 1 of an odd nk reads the slot past the last
+// key (inside the chunk's 64 slots; its lanes are masked).
 template <typename Between>
 void SoftmaxChunkPaired(const AttentionTileArgs& a, const Buffers& b, const ChunkKeys& keys,
                         float* x, Between between) {
