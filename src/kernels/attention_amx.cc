@@ -32,7 +32,7 @@
 #include <cstring>
 
 #include "kernels/amx_tiles.h"
-#include "kernels/attention_avx512_shared.h"
+#include "kernels/attention_prefetch.h"
 #include "kernels/fp8_bytes_to_bf16_avx512.h"
 #include "kernels/internal.h"
 #include "kernels/scratch.h"
