@@ -558,6 +558,11 @@ void SoftmaxChunkPaired(const AttentionTileArgs& a, const Buffers& b, const Chun
   const __m512i pos = _mm512_permutexvar_epi32(low8, _mm512_load_si512(b.pos));
   const __m512i half = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   const __m512 old_max = _mm512_load_ps(b.max);
+  // Per-key values of keys k (lanes 0-7) and k + 1 (lanes 8-15; key k's again past nk) times f.
+  const auto pair_of = [&](const float* per_key, size_t k, float f) {
+    return _mm512_mask_blend_ps(kLow, _mm512_set1_ps(f * per_key[k + (k + 1 < nk)]),
+                                _mm512_set1_ps(f * per_key[k]));
+  };
   // Scores of keys k, k + 1 scaled and masked into vector k / 2 (in place: slot k / 2 is written
   // after slots k and k + 1 are read).
   __m512 mx2 = ninf;
@@ -565,10 +570,7 @@ void SoftmaxChunkPaired(const AttentionTileArgs& a, const Buffers& b, const Chun
     const __m512i key = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(c0 + k)), half);
     __mmask16 visible = _mm512_cmpge_epi32_mask(pos, key);
     if (k + 1 >= nk) visible &= kLow;
-    const __m512 f =
-        fp8 ? _mm512_mask_blend_ps(kLow, _mm512_set1_ps(a.scale * kscale[k + (k + 1 < nk)]),
-                                   _mm512_set1_ps(a.scale * kscale[k]))
-            : _mm512_set1_ps(a.scale);
+    const __m512 f = fp8 ? pair_of(kscale, k, a.scale) : _mm512_set1_ps(a.scale);
     const __m512 z =
         _mm512_permutex2var_ps(_mm512_load_ps(x + k * 16), pair, _mm512_load_ps(x + (k + 1) * 16));
     const __m512 v = _mm512_mask_mul_ps(ninf, visible, z, f);
@@ -589,9 +591,7 @@ void SoftmaxChunkPaired(const AttentionTileArgs& a, const Buffers& b, const Chun
     if (k < nk) {
       p = _mm512_maskz_mov_ps(live2, Exp(_mm512_sub_ps(_mm512_load_ps(x + k / 2 * 16), max2)));
       psum2 = _mm512_add_ps(psum2, p);
-      if (fp8)
-        p = _mm512_mul_ps(p, _mm512_mask_blend_ps(kLow, _mm512_set1_ps(vscale[k + (k + 1 < nk)]),
-                                                  _mm512_set1_ps(vscale[k])));
+      if (fp8) p = _mm512_mul_ps(p, pair_of(vscale, k, 1.0f));
     }
     // Dword n < 8 of each part: (key k's row n, key k + 1's row n); rows 8-15 zero.
     __m512i part[kParts];
