@@ -23,6 +23,7 @@
 #include <cstdint>
 
 #include "kernels/amx_tiles.h"
+#include "kernels/even_spread.h"
 #include "kernels/fp8_bytes_to_bf16_avx512.h"
 #include "kernels/fp8_panels.h"
 #include "kernels/internal.h"
@@ -41,20 +42,38 @@ struct NextCodes {
   const uint8_t* codes = nullptr;  // null: nothing to request
   size_t stride = 0, rows = 0, lines = 0, steps = 1;
 
-  [[gnu::always_inline]] void Request(size_t step) const {
-    if (!codes) return;
-    const size_t total = rows * lines;
-    for (size_t l = step * total / steps, end = (step + 1) * total / steps; l < end; ++l)
-      _mm_prefetch(reinterpret_cast<const char*>(codes + (l / lines) * stride + (l % lines) * 64),
-                   _MM_HINT_T1);
-  }
+  // The requests of steps `first`, first + 1, ... in order: one line cursor walking the rows.
+  class Cursor {
+   public:
+    Cursor(const NextCodes& next, size_t first) : next_(next) {
+      if (!next.codes) return;
+      spread_ = EvenSpread(next.rows * next.lines, next.steps, first);
+      row_ = spread_.position() / next.lines;
+      col_ = spread_.position() % next.lines;
+    }
+    [[gnu::always_inline]] void Request() {
+      if (!next_.codes) return;
+      const EvenSpread::Range r = spread_.Next();
+      for (size_t l = r.begin; l < r.end; ++l) {
+        _mm_prefetch(reinterpret_cast<const char*>(next_.codes + row_ * next_.stride + col_ * 64),
+                     _MM_HINT_T1);
+        if (++col_ == next_.lines) col_ = 0, ++row_;
+      }
+    }
+
+   private:
+    const NextCodes& next_;
+    EvenSpread spread_;
+    size_t row_ = 0, col_ = 0;
+  };
 };
 
-// totals[t][0..16) += C tile `kTile` row t · s, t < 16.
+// totals[t][0..16) += C tile `kTile` row t · s, t < tokens (≤ 16; the tile's other rows are
+// padding: a decode step's 1-3 tokens drain 1-3 rows, not 16).
 template <int kTile>
-inline void ScaleInto(float (*totals)[kPanel], __m512 s, float* buf) {
+inline void ScaleInto(float (*totals)[kPanel], __m512 s, float* buf, size_t tokens) {
   MOESERVE_TILE_STORE_N(kTile, buf, 64);
-  for (size_t t = 0; t < kTokens; ++t)
+  for (size_t t = 0; t < tokens; ++t)
     _mm512_store_ps(totals[t],
                     _mm512_fmadd_ps(_mm512_load_ps(buf + t * 16), s, _mm512_load_ps(totals[t])));
 }
@@ -81,23 +100,28 @@ void Fp8Pass(const uint32_t* xa, size_t xstride, const BTiles& wt, const size_t*
   const bool fused = panel != nullptr;
   const Decoder d;
   alignas(64) float totals[2 * kTokens][kPanel];
-  for (size_t t = 0; t < TA * kTokens; ++t) {
+  for (size_t t = 0; t < tokens; ++t) {  // rows past `tokens` are never read
     _mm512_store_ps(totals[t], _mm512_setzero_ps());
     _mm512_store_ps(totals[t] + 16, _mm512_setzero_ps());
   }
   alignas(64) float buf[kTokens * 16];
+  NextCodes::Cursor requests(next, step0);
+  const size_t t0 = tokens < kTokens ? tokens : kTokens;  // tokens of the first token tile
   for (size_t b = 0; b < blocks; ++b) {
     MOESERVE_TILE_ZERO(0);
     if (TB == 2) MOESERVE_TILE_ZERO(1);
     if (TA == 2) MOESERVE_TILE_ZERO(2);
     if (TA == 2 && TB == 2) MOESERVE_TILE_ZERO(3);
     for (size_t st = bounds[b]; st < bounds[b + 1]; ++st) {
-      next.Request(step0 + st);
+      requests.Request();
       const uint32_t* wb = wt.base + st * wt.step_words;
       size_t half = wt.half_words, stride = wt.stride;
       if (fused) {
-        DecodeStep(d, panel[0], st, k, step_tiles);
-        if (TB == 2) DecodeStep(d, panel[1], st, k, step_tiles + kTileWords);
+        // A copy per step: GCC kept `d` itself in memory (the tile asm's memory clobbers) and
+        // read its six tables back for every 64 codes; the copy's live in registers.
+        const Decoder dl = d;
+        DecodeStep(dl, panel[0], st, k, step_tiles);
+        if (TB == 2) DecodeStep(dl, panel[1], st, k, step_tiles + kTileWords);
         wb = step_tiles, half = kTileWords, stride = 64;
       }
       MOESERVE_TILE_LOAD(4, xa + st * kTileWords, 64);
@@ -115,11 +139,13 @@ void Fp8Pass(const uint32_t* xa, size_t xstride, const BTiles& wt, const size_t*
     }
     const __m512 s0 = _mm512_load_ps(scales + b * kPanel);
     const __m512 s1 = _mm512_load_ps(scales + b * kPanel + 16);
-    ScaleInto<0>(totals, s0, buf);
-    if (TB == 2) ScaleInto<1>(reinterpret_cast<float(*)[kPanel]>(totals[0] + 16), s1, buf);
+    ScaleInto<0>(totals, s0, buf, t0);
+    if (TB == 2) ScaleInto<1>(reinterpret_cast<float(*)[kPanel]>(totals[0] + 16), s1, buf, t0);
     if (TA == 2) {
-      ScaleInto<2>(totals + kTokens, s0, buf);
-      if (TB == 2) ScaleInto<3>(reinterpret_cast<float(*)[kPanel]>(totals[kTokens] + 16), s1, buf);
+      ScaleInto<2>(totals + kTokens, s0, buf, tokens - kTokens);
+      if (TB == 2)
+        ScaleInto<3>(reinterpret_cast<float(*)[kPanel]>(totals[kTokens] + 16), s1, buf,
+                     tokens - kTokens);
     }
   }
   const __mmask16 m0 = rows >= 16 ? __mmask16(0xffff) : __mmask16((1u << rows) - 1);
