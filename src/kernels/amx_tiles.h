@@ -70,12 +70,13 @@ inline void LoadTileConfig(const TileConfig& config) {
   __asm__ volatile("ldtilecfg %0" ::"m"(config) : "memory");
 }
 
-// The shapes most kernels use: all eight tiles 16 rows × 64 bytes.
-inline void ConfigureTiles() {
+// The shapes most kernels use: all eight tiles 16 rows × 64 bytes; with `token_rows` < 16, tiles
+// 0-5 (C and A: a row per token) only that many rows, for calls with fewer tokens than a tile.
+inline void ConfigureTiles(size_t token_rows = 16) {
   TileConfig config;
   for (int t = 0; t < 8; ++t) {
     config.colsb[t] = 64;
-    config.rows[t] = 16;
+    config.rows[t] = static_cast<uint8_t>(t < 6 && token_rows < 16 ? token_rows : 16);
   }
   LoadTileConfig(config);
 }

@@ -274,7 +274,9 @@ void MatMulFp8Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float*
   // The decoded pair of panels: one B tile per step and panel, the second panel's after the first.
   const BTiles wt{wb, kTileWords, tile_words, 64};
   const size_t mc = XTokenBlock(k), lines = (k * kFp8PanelRows + 63) / 64;
-  ConfigureTiles();
+  // Fewer tokens than a tile (decode steps): A and C tiles of just their rows, so each step
+  // neither loads A's 16 rows (from L2: a 3072-column x is 96 KiB of tiles) nor multiplies padding.
+  ConfigureTiles(m < kTokens ? m : kTokens);
   for (size_t t0 = 0; t0 < m; t0 += mc) {
     const size_t t1 = m - t0 < mc ? m : t0 + mc;
     const size_t passes = (t1 - t0 + 2 * kTokens - 1) / (2 * kTokens);
