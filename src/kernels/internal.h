@@ -275,7 +275,7 @@ inline bool Fp8PanelTiles(const WeightMatrix& w) {
 // not the tile unit): y[t, r] (= or +=) for t < m (1..kFp8GemvMaxTokens), r < w.rows. xp: x as
 // the vdpbf16ps panel kernels take it (avx512bf16::PackBf16PanelX: one tile of kBf16PanelXTile
 // tokens).
-inline constexpr size_t kFp8GemvMaxTokens = 3;
+inline constexpr size_t kFp8GemvMaxTokens = 2;
 void GemvFp8Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                    bool accumulate);
 }  // namespace amx

@@ -283,14 +283,16 @@ void AmxMxfp4I8Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t
                      });
 }
 
-// FP8 panels: up to 3 tokens the byte-table vdpbf16ps GEMV (amx::GemvFp8Panels, where the view's
-// columns start on a 4-column group), from 4 the tile unit (views on its 32-column steps; up to 32
+// FP8 panels: 1 and 2 tokens the byte-table vdpbf16ps GEMV (amx::GemvFp8Panels, where the view's
+// columns start on a 4-column group), from 3 the tile unit (views on its 32-column steps; up to 32
 // tokens each step's B tiles decoded just before use), else the f32-FMA GEMV below kGemmMinM and
-// the AVX2 panel GEMM above. Emerald Rapids, FP8 bench checkpoint, alternating rounds: decode
-// batch 1 53.3 / 60.3 / 47.3 / 41.6 / 51.0 tok/s with the byte-table GEMV, 44.6 / 49.5 / 47.3 /
-// 40.9 / 45.6 with the f32 GEMV; 4 and 7 tokens from the LLC (bench_quant --hot) 10.8-12.4 GB/s on
-// the tiles where the f32 GEMV reads 5.3-9.6. A whole-x call from kGemmMinM tokens hands over x
-// already packed in AMX tiles (any slice of it, even of 1-3 tokens, goes to the tile kernel).
+// the AVX2 panel GEMM above. One thread from DRAM, interleaved in one process (GEMV / tile time):
+// 0.90-0.92 at 1 token, 1.0-1.02 at 2, 1.31-1.34 at 3. Emerald Rapids, FP8 bench checkpoint,
+// alternating rounds: decode batch 1 53.3 / 60.3 / 47.3 / 41.6 / 51.0 tok/s with the byte-table
+// GEMV, 44.6 / 49.5 / 47.3 / 40.9 / 45.6 with the f32 GEMV; 4 and 7 tokens from the LLC
+// (bench_quant --hot) 10.8-12.4 GB/s on the tiles where the f32 GEMV reads 5.3-9.6. A whole-x call
+// from kGemmMinM tokens hands over x already packed in AMX tiles (any slice of it, even of 1 or 2
+// tokens, goes to the tile kernel).
 void AmxFp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                      size_t ldy, bool accumulate, WorkerScratch& s) {
   if (!x.amx_tiles && x.m <= amx::kFp8GemvMaxTokens && w.col0 % 4 == 0) {

@@ -104,7 +104,7 @@ size_t TileElems(XLayout layout, size_t k) {
 // tiles (streaming the weights once, which the tile kernel's B tiles would not beat) and FP8
 // panels f32 rows (their GEMVs, and the tile kernel from 4 tokens, pack them). FP8 panels take
 // the tiles for whole calls only, and only views the tile kernel takes (amx::Fp8PanelTiles);
-// experts' rows stay f32, packed by each expert's item, so experts with 1-3 rows keep the GEMV.
+// experts' rows stay f32, packed by each expert's item, so experts with 1 or 2 rows keep the GEMV.
 XLayout WholeLayoutForM(const IsaKernels& kern, const WeightMatrix& w, size_t m, bool grouped) {
   const WeightKind kind = KindOf(w);
   const XLayout layout = kern.whole_x_layout[static_cast<size_t>(kind)];

@@ -1,12 +1,13 @@
-// GEMV (m ≤ 3) over FP8 weights in 16-row panels (fp8_panels.h) on the AMX cores' AVX-512 units:
+// GEMV (m ≤ 2) over FP8 weights in 16-row panels (fp8_panels.h) on the AMX cores' AVX-512 units:
 // codes decoded to exact bf16 by two byte-table lookups, products summed by vdpbf16ps.
 //
 // Why: the f32-FMA panel GEMV (matmul_fp8_panels_avx512.cc) spends 7 port-0/5 instructions per
 // 16 codes (widen, two shifts, a mask, a two-uop vcvtph2ps, the FMA) and read ~20 GB/s from the
 // LLC as from DRAM on Emerald Rapids: compute-bound below the read bandwidth. Here 64 codes (a
 // panel's 4 columns) take a vpermb, two vpermt2b, a ternlog and two unpacks, then two vdpbf16ps
-// per token: 1.1-1.4x the f32 kernel's rate from L1 for 1 to 3 tokens (from 4 on, the per-token
-// vdpbf16ps cost more than the decode saves; the tile unit takes those, matmul_quant_amx.cc).
+// per token: 1.1-1.4x the f32 kernel's rate from L1 for 1 to 3 tokens. From 3 on the tile unit
+// (matmul_quant_amx.cc) is faster (its products off the vector ports; 1.3x at 3 tokens, even at
+// 2, 0.9x at 1, from DRAM), so the amx table sends this GEMV only 1 and 2 tokens.
 //
 // Decode: the codes are reordered by one vpermb, vpermt2b looks up the low 7 bits of each in two
 // 128-entry byte tables (the low and high byte of the bf16 bits of |e4m3|, exact for subnormal
@@ -65,8 +66,7 @@ constexpr size_t kAhead = 4096;
 // vdpbf16ps has a long latency on these cores (~28 cycles measured on Emerald Rapids, one issued
 // per 2 cycles): a stream wants ~14 independent sums in flight. Each panel keeps 2 · U chains per
 // token (the group's column pairs (c, c + 1) and (c + 2, c + 3), U groups in a row), added at the
-// end of each scale block: 8 chains for one token (two panels, U = 2), 8 and 12 for two and three
-// (U = 1), as many as the 32 registers leave.
+// end of each scale block: 8 chains for one token (two panels, U = 2), 8 for two (U = 1).
 //
 // M tokens (x: their pair tile, xp[i · kTile + t] = pair i of token t) × P panels (at panel[p],
 // scales[p]), U groups per step; rows[p] ≤ 16 of panel p's rows stored into y[p] (ldy between
@@ -141,8 +141,8 @@ constexpr int kUnroll = M == 1 ? 2 : 1;
 using TileFn = void (*)(const Decoder&, const uint32_t*, const uint8_t* const*, const float* const*,
                         size_t, size_t, float* const*, size_t, const size_t*, bool);
 template <int P>
-constexpr TileFn kTiles[kFp8GemvMaxTokens + 1] = {
-    nullptr, PanelTile<P, 1, kUnroll<1>>, PanelTile<P, 2, kUnroll<2>>, PanelTile<P, 3, kUnroll<3>>};
+constexpr TileFn kTiles[kFp8GemvMaxTokens + 1] = {nullptr, PanelTile<P, 1, kUnroll<1>>,
+                                                  PanelTile<P, 2, kUnroll<2>>};
 
 }  // namespace
 
