@@ -72,7 +72,7 @@ constexpr size_t kAhead = 4096;
 // scales[p]), U groups per step; rows[p] ≤ 16 of panel p's rows stored into y[p] (ldy between
 // tokens).
 template <int P, int M, int U>
-void PanelTile(const Decoder& d, const uint32_t* xp, const uint8_t* const panel[P],
+void PanelTile(const AffineDecoder& d, const uint32_t* xp, const uint8_t* const panel[P],
                const float* const scales[P], size_t k, size_t col0, float* const y[P], size_t ldy,
                const size_t rows[P], bool accumulate) {
   __m512 acc[P][M];
@@ -138,8 +138,9 @@ void PanelTile(const Decoder& d, const uint32_t* xp, const uint8_t* const panel[
 template <int M>
 constexpr int kUnroll = M == 1 ? 2 : 1;
 
-using TileFn = void (*)(const Decoder&, const uint32_t*, const uint8_t* const*, const float* const*,
-                        size_t, size_t, float* const*, size_t, const size_t*, bool);
+using TileFn = void (*)(const AffineDecoder&, const uint32_t*, const uint8_t* const*,
+                        const float* const*, size_t, size_t, float* const*, size_t, const size_t*,
+                        bool);
 template <int P>
 constexpr TileFn kTiles[kFp8GemvMaxTokens + 1] = {nullptr, PanelTile<P, 1, kUnroll<1>>,
                                                   PanelTile<P, 2, kUnroll<2>>};
@@ -151,7 +152,7 @@ void GemvFp8Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float* y
   const size_t k = w.cols, panels = (w.rows + kRows - 1) / kRows;
   const auto* codes = static_cast<const uint8_t*>(w.data);
   const auto* scales = static_cast<const float*>(w.scales);
-  const Decoder d;
+  const AffineDecoder d;
   auto rows_of = [&](size_t p) { return w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows; };
   // The panels in pairs (j, j + half): two streams per core for the hardware prefetchers, and
   // each decoded group serves twice the chains. A lone panel goes last.

@@ -103,7 +103,7 @@ void Fp8Pass(const uint32_t* xa, size_t xstride, const BTiles& wt, const size_t*
              size_t k) {
   alignas(64) uint32_t step_tiles[2 * kTileWords];
   const bool fused = panel != nullptr;
-  const Decoder d;
+  const AffineDecoder d;
   alignas(64) float totals[2 * kTokens][kPanel];
   for (size_t t = 0; t < tokens; ++t) {  // rows past `tokens` are never read
     _mm512_store_ps(totals[t], _mm512_setzero_ps());
@@ -124,7 +124,7 @@ void Fp8Pass(const uint32_t* xa, size_t xstride, const BTiles& wt, const size_t*
       if (fused) {
         // A copy per step: GCC kept `d` itself in memory (the tile asm's memory clobbers) and
         // read its six tables back for every 64 codes; the copy's live in registers.
-        const Decoder dl = d;
+        const AffineDecoder dl = d;
         for (size_t h = 0; h < TB; ++h) {
           const char* ahead = reinterpret_cast<const char*>(panel[h]) + st * kStepBytes + kAhead;
 #pragma GCC unroll 8

@@ -49,6 +49,7 @@ CpuFeatures Detect() {
   f.avx512vl = zmm_ok && (b & (1u << 31));
   f.avx512_vnni = zmm_ok && (c & (1u << 11));
   f.avx512_vbmi = zmm_ok && (c & (1u << 1));
+  f.gfni = zmm_ok && (c & (1u << 8));
   const bool amx_tile = d & (1u << 24), amx_bf16 = d & (1u << 22), amx_int8 = d & (1u << 25);
   __cpuid_count(7, 1, a, b, c, d);
   f.avx512_bf16 = zmm_ok && (a & (1u << 5));
@@ -75,7 +76,8 @@ Isa MachineIsa() {
     // Every CPU with AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4 and later) has AVX512_VNNI
     // too; the kAvx512Bf16 kernels use both.
     if (best == Isa::kAvx512 && f.avx512_bf16 && f.avx512_vnni) best = Isa::kAvx512Bf16;
-    if (best == Isa::kAvx512Bf16 && f.amx_bf16 && f.avx512_vbmi) best = Isa::kAmx;
+    // Every AMX CPU so far has VBMI and GFNI too; the kAmx FP8 decoders use both.
+    if (best == Isa::kAvx512Bf16 && f.amx_bf16 && f.avx512_vbmi && f.gfni) best = Isa::kAmx;
     return best;
   }();
   return machine;

@@ -16,6 +16,7 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_bf16 = false, avx512_vnni = false, avx512_vbmi = false;
+  bool gfni = false;  // GF2P8AFFINEQB and friends, on 512-bit vectors (the OS saves zmm state)
   // The CPU has AMX-TILE, AMX-BF16 and AMX-INT8 (every AMX CPU so far has all three) and the OS
   // saves the tile state (XCR0 bits 17, 18), and Linux granted this process the tile data
   // (arch_prctl ARCH_REQ_XCOMP_PERM, asked once here): without the grant the first tile
