@@ -1,8 +1,10 @@
-// e4m3 codes of a 16-row FP8 panel (fp8_panels.h) decoded to exact bf16 pairs by byte tables, for
-// the AMX translation units (AVX-512 BW / BF16 and VBMI: include only from TUs built with the AMX
-// flags). Shared by the amx FP8 GEMV (matmul_fp8_panels_amx.cc) and the tile GEMM's per-step
-// decode (matmul_quant_amx.cc); RowDecoder, the same tables in a row's own order, by the amx
-// attention tile's FP8 K / V rows (attention_amx.cc).
+// e4m3 codes of a 16-row FP8 panel (fp8_panels.h) decoded to exact bf16 pairs, for the AMX
+// translation units (AVX-512 BW / BF16, VBMI and GFNI: include only from TUs built with the AMX
+// flags): by byte tables (Decoder), or for weights by two GF(2)-affine byte maps with the tables
+// patching zero and subnormal codes (AffineDecoder). AffineDecoder serves the amx FP8 GEMV
+// (matmul_fp8_panels_amx.cc) and the tile GEMM's per-step decode (matmul_quant_amx.cc);
+// RowDecoder, the tables in a row's own order, the amx attention tile's FP8 K / V rows
+// (attention_amx.cc).
 #pragma once
 
 #include <immintrin.h>

@@ -1,21 +1,21 @@
 // GEMV (m ≤ 2) over FP8 weights in 16-row panels (fp8_panels.h) on the AMX cores' AVX-512 units:
-// codes decoded to exact bf16 by two byte-table lookups, products summed by vdpbf16ps.
+// codes decoded to exact bf16 (fp8_bytes_to_bf16_avx512.h), products summed by vdpbf16ps.
 //
 // Why: the f32-FMA panel GEMV (matmul_fp8_panels_avx512.cc) spends 7 port-0/5 instructions per
 // 16 codes (widen, two shifts, a mask, a two-uop vcvtph2ps, the FMA) and read ~20 GB/s from the
 // LLC as from DRAM on Emerald Rapids: compute-bound below the read bandwidth. Here 64 codes (a
-// panel's 4 columns) take a vpermb, two vpermt2b, a ternlog and two unpacks, then two vdpbf16ps
-// per token: 1.1-1.4x the f32 kernel's rate from L1 for 1 to 3 tokens. From 3 on the tile unit
+// panel's 4 columns) took a vpermb, two vpermt2b, a ternlog and two unpacks (the byte tables),
+// then two vdpbf16ps per token: 1.1-1.4x the f32 kernel's rate from L1 for 1 to 3 tokens; the
+// GF(2)-affine decode (AffineDecoder: a vpermb, two vgf2p8affineqb, a test and two unpacks where
+// no code has exponent 0) another 1.05x from DRAM, 1.23x from L2. From 3 on the tile unit
 // (matmul_quant_amx.cc) is faster (its products off the vector ports; 1.3x at 3 tokens, even at
 // 2, 0.9x at 1, from DRAM), so the amx table sends this GEMV only 1 and 2 tokens.
 //
-// Decode: the codes are reordered by one vpermb, vpermt2b looks up the low 7 bits of each in two
-// 128-entry byte tables (the low and high byte of the bf16 bits of |e4m3|, exact for subnormal
-// codes too: every e4m3 value is a normal bf16), the sign bit is or'ed into the high byte, and
-// two vpunpck interleave low and high bytes into the pairs vdpbf16ps wants: lane r = (W[r, c],
-// W[r, c + 1]). A panel's 64 bytes at column c hold columns c .. c + 3 (16 rows each), so this
-// needs no change of the panel layout the AVX2 and tile kernels stream. VBMI (vpermb, vpermt2b)
-// is on every AMX core (MachineIsa requires it for kAmx).
+// Decode: the codes are reordered by one vpermb, each code's low and high bf16 byte computed
+// (AffineDecoder), and two vpunpck interleave low and high bytes into the pairs vdpbf16ps wants:
+// lane r = (W[r, c], W[r, c + 1]). A panel's 64 bytes at column c hold columns c .. c + 3 (16 rows
+// each), so this needs no change of the panel layout the AVX2 and tile kernels stream. VBMI
+// (vpermb, vpermt2b) and GFNI are on every AMX core (MachineIsa requires both for kAmx).
 //
 // Numerics: x rounded to bf16; per lane, per 128-column scale block, Σ x · e4m3 by vdpbf16ps
 // (products exact, two f32 adds per pair, even and odd column pairs in two chains added at the
