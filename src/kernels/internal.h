@@ -234,9 +234,17 @@ void PackX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* xt);
 void PackXTile(const float* const rows[kXTileTokens], size_t k, uint32_t* tile);
 void MatMulBf16Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                       bool accumulate);
-// The tokens (a multiple of 2 · kXTileTokens) whose A tiles the tile kernels (bf16 and FP8) keep
-// in L2 while every panel pair passes, for k columns: a call over more runs them a block at a time.
+// The tokens (a multiple of 2 · kXTileTokens) whose A tiles the FP8 tile kernels keep in L2 while
+// every panel pair passes, for k columns: a call over more runs them a block at a time.
 size_t XTokenBlock(size_t k);
+// The bf16 tile kernel's token block: XTokenBlock(k) while that is at least 128 tokens (k up to
+// 4096), else 256 tokens with the columns in chunks whose A tiles fit the same L2 budget (64 tile
+// steps: three chunks at k = 6144), C stored to y between chunks and loaded back. Why: a panel
+// pair's first pass, reading W from memory, costs 3-4 later ones (the tile unit's operand loads
+// starve the prefetches), and whole-k blocks of a [3072, 6144] weight (an o projection) made it
+// one of 2 passes, now one of 8. In-process A/B, one thread, W from DRAM, 512 tokens: [3072, 6144]
+// 1.12-1.18x; [8192, 3072] and 128 tokens of [1536, 3072] (one chunk) 1.00-1.05x.
+size_t Bf16XTokenBlock(size_t k);
 // The MXFP4 × Q8 matmul of mxfp4_i8.h (bit for bit MatMulMxfp4I8Reference) with each block's
 // integer dot products on the tile unit (TDPBSSD, matmul_mxfp4_i8_amx.cc); any m, for prefill
 // (the amx table's from 32 tokens). Scratch: s.pack (the decoded B tiles and their rows' scales),

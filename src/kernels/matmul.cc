@@ -265,8 +265,9 @@ constexpr size_t kGemmItemsPerThread = 6;
 // passes of the kernel, and both threads read W once per token block between them, as the
 // static halves did.
 template <typename Fn>
-void ForEachGemmItem(KernelContext& ctx, const PreparedX& px, size_t k, size_t rows, size_t grain,
-                     const Fn& fn) {
+void ForEachGemmItem(KernelContext& ctx, const PreparedX& px, const WeightMatrix& w, size_t rows,
+                     size_t grain, const Fn& fn) {
+  const size_t k = w.cols;
   ThreadPool& pool = ctx.pool();
   const bool tiled = px.amx_tiles || px.panel_pairs || px.packed_f32;
   if (px.m < kGemmMinM || !tiled || pool.num_threads() == 1) {
@@ -274,7 +275,8 @@ void ForEachGemmItem(KernelContext& ctx, const PreparedX& px, size_t k, size_t r
         rows, grain, [&](size_t n0, size_t n1, size_t thread) { fn(px, 0, n0, n1, thread); });
     return;
   }
-  const size_t tb = px.amx_tiles     ? amx::XTokenBlock(k)
+  const size_t tb = px.amx_tiles ? (KindOf(w) == WeightKind::kBf16Panel ? amx::Bf16XTokenBlock(k)
+                                                                        : amx::XTokenBlock(k))
                     : px.panel_pairs ? avx512bf16::XTokenBlock(k)
                                      : px.m;
   const size_t blocks = (px.m + tb - 1) / tb;
@@ -399,7 +401,7 @@ void MatMul(const float* x, size_t ldx, size_t m, const WeightMatrix& w, float* 
   }
   const PreparedX px = PrepareRows(ctx, w, x, ldx, nullptr, m, w.cols, ctx.call().x,
                                    /*parallel=*/m >= kGemmMinM, /*whole=*/true);
-  ForEachGemmItem(ctx, px, w.cols, w.rows, MatMulRowGrain(ctx, w, m),
+  ForEachGemmItem(ctx, px, w, w.rows, MatMulRowGrain(ctx, w, m),
                   [&](const PreparedX& xs, size_t t0, size_t n0, size_t n1, size_t thread) {
                     MatMulRows(ctx, xs, w, n0, n1, y + t0 * ldy, ldy, accumulate,
                                ctx.worker(thread));
@@ -430,7 +432,7 @@ void MatMulSharedX(const float* x, size_t ldx, size_t m, std::span<const MatMulO
   for (size_t i = 0; i < outs.size(); ++i)
     offset[i + 1] = offset[i] + (outs[i].w->rows + grain - 1) / grain * grain;
   ForEachGemmItem(
-      ctx, px, w0.cols, offset.back(), grain,
+      ctx, px, w0, offset.back(), grain,
       [&](const PreparedX& xs, size_t t0, size_t n0, size_t n1, size_t thread) {
         for (size_t i = 0; i < outs.size(); ++i) {
           const size_t lo = offset[i], b = std::max(n0, lo), e = std::min(n1, lo + outs[i].w->rows);

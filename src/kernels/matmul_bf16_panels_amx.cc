@@ -54,34 +54,57 @@ struct NextBlock {
   }
 };
 
-// C tile `tile` into y (tokens × rows of it): straight from the tile unit when whole and not
-// accumulated, else through `buf` (16 × 16 f32).
+// C tile `kTile` into y (tokens × rows of it): straight from the tile unit when whole, else
+// through `buf` (16 × 16 f32).
 template <int kTile>
-inline void StoreC(float* y, size_t ldy, size_t tokens, size_t rows, bool accumulate, float* buf) {
-  if (tokens == kTokens && rows == kRows && !accumulate) {
+inline void StoreC(float* y, size_t ldy, size_t tokens, size_t rows, float* buf) {
+  if (tokens == kTokens && rows == kRows) {
     MOESERVE_TILE_STORE_N(kTile, y, ldy * sizeof(float));
     return;
   }
   MOESERVE_TILE_STORE_N(kTile, buf, 64);
   const __mmask16 mask = rows >= 16 ? __mmask16(0xffff) : __mmask16((1u << rows) - 1);
-  for (size_t t = 0; t < tokens; ++t) {
-    __m512 v = _mm512_load_ps(buf + t * 16);
-    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y + t * ldy));
-    _mm512_mask_storeu_ps(y + t * ldy, mask, v);
+  for (size_t t = 0; t < tokens; ++t)
+    _mm512_mask_storeu_ps(y + t * ldy, mask, _mm512_load_ps(buf + t * 16));
+}
+
+// C tile `kTile` from y (tokens × rows of it; the tile's other rows zero): straight into the tile
+// unit when whole, else through `buf`.
+template <int kTile>
+inline void LoadC(const float* y, size_t ldy, size_t tokens, size_t rows, float* buf) {
+  if (tokens == kTokens && rows == kRows) {
+    MOESERVE_TILE_LOAD_N(kTile, y, ldy * sizeof(float));
+    return;
   }
+  const __mmask16 mask = rows >= 16 ? __mmask16(0xffff) : __mmask16((1u << rows) - 1);
+  for (size_t t = 0; t < kTokens; ++t)
+    _mm512_store_ps(buf + t * 16,
+                    t < tokens ? _mm512_maskz_loadu_ps(mask, y + t * ldy) : _mm512_setzero_ps());
+  MOESERVE_TILE_LOAD_N(kTile, buf, 64);
 }
 
 // One pass: TA token tiles (xa, the second at xa + xstride) × TB panels (panel[], their B tiles
 // the panels' own 1 KiB steps) over `blocks` tile steps. Step s of the pass is step `step0 + s`
-// of the next block's prefetch schedule.
-template <int TA, int TB>
+// of the next block's prefetch schedule. kResume: the C tiles start from y (an earlier column
+// chunk's sums, or y itself to accumulate into), else from zero.
+template <int TA, int TB, bool kResume>
 void TilePass(const uint32_t* xa, size_t xstride, size_t blocks, const bf16* const panel[2],
-              const NextBlock& next, size_t step0, float* y, size_t ldy, size_t tokens, size_t rows,
-              bool accumulate) {
-  MOESERVE_TILE_ZERO(0);
-  if (TB == 2) MOESERVE_TILE_ZERO(1);
-  if (TA == 2) MOESERVE_TILE_ZERO(2);
-  if (TA == 2 && TB == 2) MOESERVE_TILE_ZERO(3);
+              const NextBlock& next, size_t step0, float* y, size_t ldy, size_t tokens,
+              size_t rows) {
+  alignas(64) float buf[kTokens * kRows];
+  const size_t t0 = tokens < kTokens ? tokens : kTokens, r0 = rows < kRows ? rows : kRows;
+  if (kResume) {
+    LoadC<0>(y, ldy, t0, r0, buf);
+    if (TB == 2) LoadC<1>(y + kRows, ldy, t0, rows - kRows, buf);
+    if (TA == 2) LoadC<2>(y + kTokens * ldy, ldy, tokens - kTokens, r0, buf);
+    if (TA == 2 && TB == 2)
+      LoadC<3>(y + kTokens * ldy + kRows, ldy, tokens - kTokens, rows - kRows, buf);
+  } else {
+    MOESERVE_TILE_ZERO(0);
+    if (TB == 2) MOESERVE_TILE_ZERO(1);
+    if (TA == 2) MOESERVE_TILE_ZERO(2);
+    if (TA == 2 && TB == 2) MOESERVE_TILE_ZERO(3);
+  }
   for (size_t b = 0; b < blocks; ++b) {
     const size_t off = b * kTileWords, woff = b * 2 * kTileWords;  // uint32 / bf16 elements
     next.Request(step0 + b);
@@ -98,21 +121,23 @@ void TilePass(const uint32_t* xa, size_t xstride, size_t blocks, const bf16* con
       if (TB == 2) MOESERVE_TILE_DP(3, 5, 7);
     }
   }
-  alignas(64) float buf[kTokens * kRows];
-  const size_t t0 = tokens < kTokens ? tokens : kTokens, r0 = rows < kRows ? rows : kRows;
-  StoreC<0>(y, ldy, t0, r0, accumulate, buf);
-  if (TB == 2) StoreC<1>(y + kRows, ldy, t0, rows - kRows, accumulate, buf);
+  StoreC<0>(y, ldy, t0, r0, buf);
+  if (TB == 2) StoreC<1>(y + kRows, ldy, t0, rows - kRows, buf);
   if (TA == 2) {
     float* y1 = y + kTokens * ldy;
-    StoreC<2>(y1, ldy, tokens - kTokens, r0, accumulate, buf);
-    if (TB == 2) StoreC<3>(y1 + kRows, ldy, tokens - kTokens, rows - kRows, accumulate, buf);
+    StoreC<2>(y1, ldy, tokens - kTokens, r0, buf);
+    if (TB == 2) StoreC<3>(y1 + kRows, ldy, tokens - kTokens, rows - kRows, buf);
   }
 }
 
 using PassFn = void (*)(const uint32_t*, size_t, size_t, const bf16* const[2], const NextBlock&,
-                        size_t, float*, size_t, size_t, size_t, bool);
-constexpr PassFn kPasses[2][2] = {{TilePass<1, 1>, TilePass<1, 2>},
-                                  {TilePass<2, 1>, TilePass<2, 2>}};
+                        size_t, float*, size_t, size_t, size_t);
+// [resume][two token tiles][two panels] (a template flag: the first chunk's passes, most calls'
+// only ones, keep the loop without the loads of C).
+constexpr PassFn kPasses[2][2][2] = {
+    {{TilePass<1, 1, false>, TilePass<1, 2, false>},
+     {TilePass<2, 1, false>, TilePass<2, 2, false>}},
+    {{TilePass<1, 1, true>, TilePass<1, 2, true>}, {TilePass<2, 1, true>, TilePass<2, 2, true>}}};
 
 }  // namespace
 
@@ -121,11 +146,17 @@ size_t XTileElems(size_t m, size_t k) {
 }
 
 // x kept in L2 (at most 1 MiB of A tiles) while the weight panels pass. One definition for the
-// tile kernels and for matmul.cc's schedule, whose items are whole token blocks.
+// tile kernels (the bf16 one's through Bf16XTokenBlock) and for matmul.cc's schedule, whose items
+// are whole token blocks.
+constexpr size_t kXBudget = 1 << 20;
 size_t XTokenBlock(size_t k) {
-  constexpr size_t kXBudget = 1 << 20;
   const size_t pass_bytes = 2 * TileSteps(k) * kTileWords * sizeof(uint32_t);
   return (kXBudget / pass_bytes > 1 ? kXBudget / pass_bytes : 1) * 2 * kXTileTokens;
+}
+
+size_t Bf16XTokenBlock(size_t k) {
+  const size_t whole = XTokenBlock(k);
+  return whole >= 128 ? whole : 256;
 }
 
 size_t WTileElems(size_t k) {
@@ -153,35 +184,51 @@ void PackX(const float* xr, size_t ldxr, size_t m, size_t k, uint32_t* xt) {
 
 void MatMulBf16Panels(const uint32_t* xt, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                       bool accumulate) {
-  const size_t k = w.cols, blocks = TileSteps(k);
-  const size_t panels = (w.rows + kRows - 1) / kRows, tile_words = blocks * kTileWords;
+  const size_t k = w.cols, steps = TileSteps(k);
+  const size_t panels = (w.rows + kRows - 1) / kRows, tile_words = steps * kTileWords;
   const auto* base = static_cast<const bf16*>(w.data);
-  // x in token blocks kept in L2 while every panel pair passes: the 2 MiB L2 of these cores holds
-  // one beside the pair (2 KiB per step).
-  const size_t mc = XTokenBlock(k);
-  const size_t panel_lines = blocks * kTileWords * sizeof(uint32_t) / 64;
+  // Token blocks of Bf16XTokenBlock(k), their columns in chunks (as even as the steps allow) of
+  // at most the steps whose A tiles stay in L2 while every panel pair passes.
+  const size_t mc = Bf16XTokenBlock(k);
+  const size_t max_chunk_steps = kXBudget / (mc / kTokens * kTileWords * sizeof(uint32_t));
+  const size_t chunks = (steps + max_chunk_steps - 1) / max_chunk_steps;
+  const size_t chunk_steps = (steps + chunks - 1) / chunks;
   ConfigureTiles();
   for (size_t t0 = 0; t0 < m; t0 += mc) {
     const size_t t1 = m - t0 < mc ? m : t0 + mc;
     const size_t passes = (t1 - t0 + 2 * kTokens - 1) / (2 * kTokens);
-    for (size_t p = 0; p < panels; p += 2) {
-      const size_t np = panels - p >= 2 ? 2 : 1, left = w.rows - p * kRows;
-      const size_t rows = left < np * kRows ? left : np * kRows;
-      const bf16* const panel[2] = {base + p * w.row_stride,
-                                    np == 2 ? base + (p + 1) * w.row_stride : nullptr};
-      // The next block: the next two panels, else the first two of the next token block.
-      NextBlock next;
-      const size_t q = p + 2 < panels ? p + 2 : (t1 < m ? 0 : panels);
-      for (size_t j = 0; j < 2 && q + j < panels; ++j)
-        next.panel[j] = base + (q + j) * w.row_stride;
-      next.lines = panel_lines;
-      next.steps = passes * blocks;
-      for (size_t pass = 0; pass < passes; ++pass) {
-        const size_t t = t0 + pass * 2 * kTokens,
-                     tokens = t1 - t < 2 * kTokens ? t1 - t : 2 * kTokens;
-        kPasses[tokens > kTokens][np == 2](xt + t / kTokens * tile_words, tile_words, blocks, panel,
-                                           next, pass * blocks, y + t * ldy + p * kRows, ldy,
-                                           tokens, rows, accumulate);
+    for (size_t s0 = 0; s0 < steps; s0 += chunk_steps) {
+      const size_t s1 = steps - s0 < chunk_steps ? steps : s0 + chunk_steps;
+      const size_t chunk_lines = (s1 - s0) * kTileWords * sizeof(uint32_t) / 64;
+      const bool last_chunk = s1 == steps;
+      for (size_t p = 0; p < panels; p += 2) {
+        const size_t np = panels - p >= 2 ? 2 : 1, left = w.rows - p * kRows;
+        const size_t rows = left < np * kRows ? left : np * kRows;
+        const size_t woff = s0 * 2 * kTileWords;  // the chunk's first step in a panel (bf16)
+        const bf16* const panel[2] = {base + p * w.row_stride + woff,
+                                      np == 2 ? base + (p + 1) * w.row_stride + woff : nullptr};
+        // The next block: the chunk of the next two panels, else of the next chunk's (or token
+        // block's) first two.
+        NextBlock next;
+        size_t q = p + 2, qoff = woff, qlines = chunk_lines;
+        if (q >= panels) {
+          q = last_chunk && t1 == m ? panels : 0;
+          const size_t n0 = last_chunk ? 0 : s1,
+                       n1 = n0 + chunk_steps < steps ? n0 + chunk_steps : steps;
+          qoff = n0 * 2 * kTileWords;
+          qlines = (n1 - n0) * kTileWords * sizeof(uint32_t) / 64;
+        }
+        for (size_t j = 0; j < 2 && q + j < panels; ++j)
+          next.panel[j] = base + (q + j) * w.row_stride + qoff;
+        next.lines = qlines;
+        next.steps = passes * (s1 - s0);
+        for (size_t pass = 0; pass < passes; ++pass) {
+          const size_t t = t0 + pass * 2 * kTokens,
+                       tokens = t1 - t < 2 * kTokens ? t1 - t : 2 * kTokens;
+          kPasses[s0 > 0 || accumulate][tokens > kTokens][np == 2](
+              xt + t / kTokens * tile_words + s0 * kTileWords, tile_words, s1 - s0, panel, next,
+              pass * (s1 - s0), y + t * ldy + p * kRows, ldy, tokens, rows);
+        }
       }
     }
   }
