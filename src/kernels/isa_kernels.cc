@@ -283,7 +283,7 @@ void AmxMxfp4I8Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t
                      });
 }
 
-// FP8 panels: 1 and 2 tokens the byte-table vdpbf16ps GEMV (amx::GemvFp8Panels, where the view's
+// FP8 panels: 1 and 2 tokens the vdpbf16ps GEMV (amx::GemvFp8Panels, where the view's
 // columns start on a 4-column group), from 3 the tile unit (views on its 32-column steps; up to 32
 // tokens each step's B tiles decoded just before use), else the f32-FMA GEMV below kGemmMinM and
 // the AVX2 panel GEMM above. One thread from DRAM, interleaved in one process (GEMV / tile time):

@@ -102,7 +102,7 @@ size_t TileElems(XLayout layout, size_t k) {
 // The whole-x layout for m rows of x over w (`grouped`: MoE experts' rows, GroupedX). The AMX
 // tiles only from kGemmMinM rows: below, bf16 panels take the vdpbf16ps GEMV's 12-token pair
 // tiles (streaming the weights once, which the tile kernel's B tiles would not beat) and FP8
-// panels f32 rows (their GEMVs, and the tile kernel from 4 tokens, pack them). FP8 panels take
+// panels f32 rows (their GEMVs, and the tile kernel from 3 tokens, pack them). FP8 panels take
 // the tiles for whole calls only, and only views the tile kernel takes (amx::Fp8PanelTiles);
 // experts' rows stay f32, packed by each expert's item, so experts with 1 or 2 rows keep the GEMV.
 XLayout WholeLayoutForM(const IsaKernels& kern, const WeightMatrix& w, size_t m, bool grouped) {
