@@ -35,8 +35,8 @@ class ReadProbe {
     pool_.Run([&](size_t t, size_t nt) {
       const size_t chunk = n / nt / 16 * 16;
       const float* p = buf_ + pos_ + t * chunk;
-      sinks_[t] = BestIsa() >= Isa::kAvx512Bf16 ? avx512bf16::SumBuffer(p, chunk)
-                                                : avx2::SumBuffer(p, chunk);
+      sinks_[t] =
+          BestIsa() >= Isa::kAvx512 ? avx512::SumBuffer(p, chunk) : avx2::SumBuffer(p, chunk);
     });
     const double s = Now() - t0;
     pos_ += n;

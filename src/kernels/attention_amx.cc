@@ -42,9 +42,6 @@
 namespace moeserve::kernels::amx {
 namespace {
 
-using avx512bf16::Exp;
-using avx512bf16::Transpose16x16;
-
 constexpr size_t kChunk = 64;          // keys per chunk
 constexpr size_t kKeyBlocks = 4;       // 16-key blocks of S^T per chunk (C tiles 0-3)
 constexpr size_t kKeySteps = 2;        // 32-key steps of P · V per chunk
@@ -707,7 +704,7 @@ void DecodeChunks(const AttentionTileArgs& a, const Buffers& b, size_t kv_end) {
 }  // namespace
 
 void AttentionTile(const AttentionTileArgs& a) {
-  if (!TilesFit(a)) return avx512bf16::AttentionTile(a);
+  if (!TilesFit(a)) return avx512::AttentionTile(a);
   const size_t d = a.head_dim, group = a.group, steps = d / 32;
   const size_t rows = (a.q1 - a.q0) * group, blocks = (rows + 15) / 16, rp = blocks * 16;
   const size_t kv_end = a.first_pos + a.q1 < a.key1 ? a.first_pos + a.q1 : a.key1;

@@ -1,4 +1,4 @@
-// The AVX-512 attention tile's FP8 decode (attention_avx512bf16.cc; the AMX tile decodes rows by
+// The AVX-512 attention tile's FP8 decode (attention_avx512.cc; the AMX tile decodes rows by
 // the byte tables of fp8_bytes_to_bf16_avx512.h instead), and PrefetchKvRows through
 // attention_prefetch.h: include after <immintrin.h> and kernels/internal.h, in a TU built with
 // -mavx512f. static inline: every TU gets its own copy, compiled with its own flags.

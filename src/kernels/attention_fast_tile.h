@@ -1,5 +1,5 @@
 // The vector attention tile's walk over keys (FastTile), written once for every vector width: the
-// AVX-512 TU (attention_avx512bf16.cc, 16 keys per chunk) and the AVX2 one (attention_avx2.cc, 8)
+// AVX-512 TU (attention_avx512.cc, 16 keys per chunk) and the AVX2 one (attention_avx2.cc, 8)
 // include it INSIDE their anonymous namespace, after defining, for their width:
 //   constexpr size_t kKeys;             keys per chunk: one score vector
 //   constexpr size_t kQkRows, kPvRows;  rows per score pass / per P·V pass

@@ -141,8 +141,34 @@ void F32FmaChains(size_t iterations, float* sink);  // 12 chains × 16 flop per 
 void Int8DotChains(size_t iterations, int32_t* sink);
 }  // namespace avx2
 
-namespace avx512bf16 {
+// AVX-512 F / BW / VL / DQ with VNNI and no BF16 instruction (built without -mavx512bf16): the
+// kernels of the avx512 table (Cascade Lake, Ice Lake and later Xeons without AVX512_BF16), which
+// the avx512bf16 and amx tables share.
+namespace avx512 {
 void AttentionTile(const AttentionTileArgs& args);
+// y[t, r] (= or +=) for t < m (< 8), r < w.rows of a kFp8Panel view, on f32 FMAs
+// (matmul_fp8_panels_avx512.cc); xr: m rows (ld apart) rounded to bf16. For m <= 3 equals
+// avx2::MatMulFp8Panels on the same x bit for bit (its register tiles' arithmetic).
+void GemvFp8Panels(const float* xr, size_t ld, size_t m, const WeightMatrix& w, float* y,
+                   size_t ldy, bool accumulate);
+void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_stride, size_t k,
+             size_t rows, float* y, size_t ldy, bool accumulate);
+void SiluMul(const float* gate, const float* up, float* out, size_t n);
+// y[t, r] (= or +=) for t < m, r < w.rows of a kBf16Panel view on f32 FMAs
+// (matmul_bf16_panels_avx512.cc), x packed by avx2::PackX from bf16-rounded rows; any m.
+void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
+                      bool accumulate);
+// As avx2::MatMulMxfp4I8 (same contract, bit for bit), with AVX-512 VNNI (vpdpbusd): two row
+// groups per zmm, up to 8 tokens per pass over a block.
+void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, bool accumulate);
+
+// Roofline probes: each runs on the calling thread only.
+double SumBuffer(const float* data, size_t n);         // streaming read
+void F32FmaChains(size_t iterations, float* sink);     // 12 chains × 32 flop per iteration each
+void Int8DotChains(size_t iterations, int32_t* sink);  // vpdpbusd: 12 chains × 128 ops each
+}  // namespace avx512
+
+namespace avx512bf16 {
 // Quantized GEMV (any m; meant for m < 8): codes are decoded to exact bf16 in registers and fed
 // to vdpbf16ps; FP8 partial sums are multiplied by their 128-column block scale, MXFP4 scales are
 // added to the bf16 exponents (exact for e8m0 in [2, 252]; other groups take a slower exact path).
@@ -166,11 +192,6 @@ void DecodeFp8Panel(const QuantRows& w, size_t r0, size_t nr, bf16* pack);
 // as 16 uint32 at out + 16 i (row r: W[r, 2i] | W[r, 2i + 1] << 16, unscaled), pairs up to the
 // next multiple of 16 (zero past k).
 void DecodeFp8PanelPairs(const uint8_t* codes, size_t k, uint32_t* out);
-// y[t, r] (= or +=) for t < m (< 8), r < w.rows of a kFp8Panel view, on f32 FMAs
-// (matmul_fp8_panels_avx512.cc); xr: m rows (ld apart) rounded to bf16. For m <= 3 equals
-// avx2::MatMulFp8Panels on the same x bit for bit (its register tiles' arithmetic).
-void GemvFp8Panels(const float* xr, size_t ld, size_t m, const WeightMatrix& w, float* y,
-                   size_t ldy, bool accumulate);
 void GemmMxfp4(const bf16* xb, size_t ldxb, size_t m, const QuantRows& w, float* y, size_t ldy,
                bool accumulate, bf16* panel, bf16* pack);
 // pack[p][j][2] = W[j][2p .. 2p+1] for j < 32 (zero beyond `rows` and `k`): GemmBf16's layout.
@@ -183,9 +204,6 @@ void GemvBf16(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_s
 size_t PackElemsGemmBf16(size_t k);
 void GemmBf16(const bf16* xb, size_t ldxb, size_t m, const bf16* w, size_t row_stride, size_t k,
               size_t rows, float* y, size_t ldy, bool accumulate, bf16* pack);
-void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_stride, size_t k,
-             size_t rows, float* y, size_t ldy, bool accumulate);
-void SiluMul(const float* gate, const float* up, float* out, size_t n);
 // bf16 panels (bf16_panels.h) with vdpbf16ps. x: f32 rows rounded to bf16 and packed by
 // PackBf16PanelX into tiles of kBf16PanelXTile tokens, each [ceil(k / 2)][kBf16PanelXTile] pairs
 // (x[t, 2i] | x[t, 2i + 1] << 16 as bf16 bits; tokens past m and the column past an odd k zero),
@@ -201,21 +219,16 @@ void MatMulBf16Panels(const uint32_t* xp, size_t m, const WeightMatrix& w, float
 // The tokens (a multiple of kBf16PanelXTile) whose x MatMulBf16Panels keeps cached while every
 // panel pair passes, for k columns: a call over more tokens runs them a block at a time.
 size_t XTokenBlock(size_t k);
-// As avx2::MatMulMxfp4I8 (same contract, bit for bit), with AVX-512 VNNI (vpdpbusd): two row
-// groups per zmm, up to 8 tokens per pass over a block.
-void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, bool accumulate);
 
-// Roofline probes: each runs on the calling thread only.
-double SumBuffer(const float* data, size_t n);         // streaming read
-void Bf16DotChains(size_t iterations, float* sink);    // 12 chains × 64 flop per iteration each
-void F32FmaChains(size_t iterations, float* sink);     // 12 chains × 32 flop per iteration each
-void Int8DotChains(size_t iterations, int32_t* sink);  // vpdpbusd: 12 chains × 128 ops each
+// Roofline probe (calling thread only): 12 chains × 64 flop per iteration each.
+void Bf16DotChains(size_t iterations, float* sink);
+
 }  // namespace avx512bf16
 
 namespace amx {
 // The attention tile with q·K and P·V on TDPBF16PS at f32 accuracy (attention_amx.cc: each f32
 // operand as three bf16 parts) for head_dim % 32 == 0, ≤ 256, with args.tile_scratch; other
-// shapes, and decode items (fewer than 16 rows) over an FP8 cache, take avx512bf16::AttentionTile.
+// shapes, and decode items (fewer than 16 rows) over an FP8 cache, take avx512::AttentionTile.
 // Configures the tiles on entry, releases them on return.
 void AttentionTile(const AttentionTileArgs& args);
 // bf16 panels (bf16_panels.h) on the AMX tile unit (matmul_bf16_panels_amx.cc). x: f32 rows

@@ -88,7 +88,7 @@ void ScalarRoundRow(const float* x, size_t k, float* out, size_t ld) {
   std::fill(out + k, out + ld, 0.0f);
 }
 
-// ---- AVX2 (and AVX-512 without BF16) ----
+// ---- AVX2 ----
 
 // x as avx2::PackX lays it out for the AVX2 GEMMs and panel kernels: packed once for the call
 // (PrepareRows, panel weights only), or here by this thread.
@@ -173,14 +173,35 @@ void Avx2RoundRow(const float* x, size_t k, float* out, size_t ld) {
   avx2::RoundRowsToBf16(x, k, 1, k, out, ld);
 }
 
-// ---- AVX-512 BF16 (with VNNI) ----
-
+// ---- AVX-512 with VNNI, without BF16 (and the tables above it) ----
 void Avx512DenseF32Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                         size_t ldy, bool accumulate, WorkerScratch& s) {
   const float* wn = static_cast<const float*>(w.data) + n0 * w.row_stride;
-  avx512bf16::GemvF32(x.f32, x.ld, x.m, wn, w.row_stride, w.cols, n1 - n0, y + n0, ldy, accumulate);
+  avx512::GemvF32(x.f32, x.ld, x.m, wn, w.row_stride, w.cols, n1 - n0, y + n0, ldy, accumulate);
 }
 
+void Avx512FmaBf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1,
+                            float* y, size_t ldy, bool accumulate, WorkerScratch& s) {
+  const float* xp = PackedXForAvx2(x, w.cols, s);
+  RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
+                     [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                       avx512::MatMulBf16Panels(xp, x.m, Bf16PanelRows(w, g0, n), yg, ldyg, acc);
+                     });
+}
+
+// FP8 panels: below kGemmMinM tokens (x as rounded f32 rows) the f32-FMA GEMV with a whole panel
+// column in one register, else the AVX2 panel GEMM.
+void Avx512Fp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                        size_t ldy, bool accumulate, WorkerScratch& s) {
+  if (!x.f32 || x.m >= kGemmMinM) return Avx2Fp8PanelRows(x, w, n0, n1, y, ldy, accumulate, s);
+  RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
+                     [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                       avx512::GemvFp8Panels(x.f32, x.ld, x.m, Fp8PanelRows(w, g0, n), yg, ldyg,
+                                             acc);
+                     });
+}
+
+// ---- AVX-512 BF16 (with VNNI) ----
 void Avx512DenseBf16Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                          size_t ldy, bool accumulate, WorkerScratch& s) {
   const size_t k = w.cols, rows = n1 - n0;
@@ -276,7 +297,7 @@ constexpr size_t kMxfp4I8TileMinTokens = 32;
 void AmxMxfp4I8Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                     size_t ldy, bool accumulate, WorkerScratch& s) {
   if (x.m < kMxfp4I8TileMinTokens)
-    return Q8GroupRows<avx512bf16::MatMulMxfp4I8>(x, w, n0, n1, y, ldy, accumulate, s);
+    return Q8GroupRows<avx512::MatMulMxfp4I8>(x, w, n0, n1, y, ldy, accumulate, s);
   RowsFromGroupStart(kMxfp4I8GroupRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                      [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
                        amx::MatMulMxfp4I8(x.q8, Mxfp4I8Rows(w, g0, n), yg, ldyg, acc, s);
@@ -307,8 +328,8 @@ void AmxFp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_
   if (!tiles && x.m < kGemmMinM)
     return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                               [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
-                                avx512bf16::GemvFp8Panels(x.f32, x.ld, x.m, Fp8PanelRows(w, g0, n),
-                                                          yg, ldyg, acc);
+                                avx512::GemvFp8Panels(x.f32, x.ld, x.m, Fp8PanelRows(w, g0, n), yg,
+                                                      ldyg, acc);
                               });
   if (!tiles) {
     if (x.amx_tiles) __builtin_trap();  // matmul.cc tiles x only for views the kernel takes
@@ -358,6 +379,7 @@ constexpr IsaKernels kScalar = {
     {ScalarRows, ScalarRows, ScalarRows, ScalarRows, Q8GroupRows<MatMulMxfp4I8Reference>,
      ScalarRows, ScalarRows},
     {kF32, kRoundedF32, kRoundedF32, kRoundedF32, kQ8, kRoundedF32, kRoundedF32},
+    {kF32, kRoundedF32, kRoundedF32, kRoundedF32, kQ8, kRoundedF32, kRoundedF32},
     {8, 8, 8, 8, 8, 8, 8},
     {8, 8, 8, 8, 8, 8, 8},
     QuantizeRowQ8Reference,
@@ -377,6 +399,7 @@ constexpr IsaKernels kAvx2 = {
     {Avx2DenseF32Rows, Avx2DenseBf16Rows, Avx2QuantRows, Avx2QuantRows,
      Q8GroupRows<avx2::MatMulMxfp4I8>, Avx2Bf16PanelRows, Avx2Fp8PanelRows},
     {kF32, kRoundedF32, kRoundedF32, kRoundedF32, kQ8, kPackedTiles, kPackedTiles},
+    {kF32, kRoundedF32, kRoundedF32, kRoundedF32, kQ8, kPackedTiles, kPackedTiles},
     {8, 8, 8, 8, 8, kBf16PanelRows, kFp8PanelRows},
     {16, 16, 16, 16, 16, kBf16PanelRows, kFp8PanelRows},
     Avx2QuantizeRow,
@@ -391,23 +414,48 @@ constexpr IsaKernels kAvx2 = {
     {nullptr, 0},
 };
 
+// AVX-512 with VNNI, without BF16 (Cascade Lake, Ice Lake): the AVX2 table with zmm kernels where
+// they need no bf16 instruction: the bf16 panels on f32 FMAs (x in AVX2's packed tiles), the
+// MXFP4 × Q8 matmul on vpdpbusd (two 8-row groups per register, so its ranges are 16 rows), the
+// FP8 panel GEMV, the f32 GEMV, attention and SiluMul.
+constexpr IsaKernels kAvx512 = {
+    Isa::kAvx512,
+    {Avx512DenseF32Rows, Avx2DenseBf16Rows, Avx2QuantRows, Avx2QuantRows,
+     Q8GroupRows<avx512::MatMulMxfp4I8>, Avx512FmaBf16PanelRows, Avx512Fp8PanelRows},
+    {kF32, kRoundedF32, kRoundedF32, kRoundedF32, kQ8, kPackedTiles, kPackedTiles},
+    {kF32, kRoundedF32, kRoundedF32, kRoundedF32, kQ8, kPackedTiles, kRoundedF32},
+    {8, 8, 8, 8, 2 * kMxfp4I8GroupRows, kBf16PanelRows, kFp8PanelRows},
+    {16, 16, 16, 16, 2 * kMxfp4I8GroupRows, kBf16PanelRows, kFp8PanelRows},
+    Avx2QuantizeRow,
+    Avx2RoundRow,
+    nullptr,
+    avx512::SiluMul,
+    avx512::AttentionTile,
+    avx512::SumBuffer,
+    {Probe<float, avx512::F32FmaChains>, 32},
+    {nullptr, 0},  // no bf16 dot: the bf16 GEMMs run on f32 FMAs
+    {Probe<int32_t, avx512::Int8DotChains>, 128},
+    {nullptr, 0},
+};
+
 // The VNNI MXFP4 kernel computes two 8-row groups per register, so its ranges are 16 rows.
 constexpr IsaKernels kAvx512Bf16 = {
     Isa::kAvx512Bf16,
     {Avx512DenseF32Rows, Avx512DenseBf16Rows, Avx512QuantRows, Avx512QuantRows,
-     Q8GroupRows<avx512bf16::MatMulMxfp4I8>, Avx512Bf16PanelRows, Avx2Fp8PanelRows},
+     Q8GroupRows<avx512::MatMulMxfp4I8>, Avx512Bf16PanelRows, Avx2Fp8PanelRows},
+    {kF32, kBf16, kBf16, kBf16, kQ8, kPanelPairs, kRoundedF32},
     {kF32, kBf16, kBf16, kBf16, kQ8, kPanelPairs, kRoundedF32},
     {8, 8, 8, 8, 2 * kMxfp4I8GroupRows, kBf16PanelRows, kFp8PanelRows},
     {32, 32, 32, 32, 2 * kMxfp4I8GroupRows, kBf16PanelRows, kFp8PanelRows},
     Avx2QuantizeRow,
     Avx2RoundRow,
     Avx512ToBf16Row,
-    avx512bf16::SiluMul,
-    avx512bf16::AttentionTile,
-    avx512bf16::SumBuffer,
-    {Probe<float, avx512bf16::F32FmaChains>, 32},
+    avx512::SiluMul,
+    avx512::AttentionTile,
+    avx512::SumBuffer,
+    {Probe<float, avx512::F32FmaChains>, 32},
     {Probe<float, avx512bf16::Bf16DotChains>, 64},
-    {Probe<int32_t, avx512bf16::Int8DotChains>, 128},
+    {Probe<int32_t, avx512::Int8DotChains>, 128},
     {nullptr, 0},
 };
 
@@ -422,6 +470,7 @@ constexpr IsaKernels WithTiles(IsaKernels t) {
   t.rows[static_cast<size_t>(WeightKind::kMxfp4I8)] = AmxMxfp4I8Rows;
   t.whole_x_layout[static_cast<size_t>(WeightKind::kBf16Panel)] = kAmxTiles;
   t.whole_x_layout[static_cast<size_t>(WeightKind::kFp8Panel)] = kAmxTiles;
+  t.gemv_x_layout[static_cast<size_t>(WeightKind::kFp8Panel)] = kRoundedF32;
   t.attention_tile = amx::AttentionTile;
   t.bf16_tile = {Probe<float, amx::Bf16TileChains>,
                  16.0 * 16 * 32 * 2 / amx::kBf16TileChainDivisor};
@@ -456,6 +505,7 @@ const IsaKernels& KernelsFor(Isa isa) {
     case Isa::kAvx512Bf16:
       return kAvx512Bf16;
     case Isa::kAvx512:
+      return kAvx512;
     case Isa::kAvx2:
       return kAvx2;
     case Isa::kScalar:

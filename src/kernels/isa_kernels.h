@@ -36,8 +36,7 @@ enum class XLayout : uint8_t {
   kBf16,         // rows as bf16, padded likewise
   kPanelPairs,   // tiles of token pairs for avx512bf16::MatMulBf16Panels (whole x only)
   kPackedTiles,  // tiles of avx2::PackX for the AVX2 panel kernels (whole x only)
-  kAmxTiles,     // A tiles of amx::PackX for the AMX panel kernel (whole x only; below kGemmMinM
-                 // rows, kPanelPairs: decode keeps the vdpbf16ps GEMV)
+  kAmxTiles,     // A tiles of amx::PackX for the AMX panel kernel (whole x only)
 };
 
 // y[t, n] (= or +=) for t < x.m and n in [n0, n1) of w, on x prepared as the table's layout for
@@ -50,9 +49,11 @@ using RowsFn = void (*)(const PreparedX& x, const WeightMatrix& w, size_t n0, si
 struct IsaKernels {
   Isa isa;
   RowsFn rows[kWeightKinds];
-  // x for one call over all of x (MatMul, MatMulSharedX); a row range of x (MoE: each expert's
-  // rows, PreparedX::Rows) uses whole_x_layout's row form (RowLayout).
+  // x for one call over all of x (MatMul, MatMulSharedX) from kGemmMinM rows, and below it
+  // (the GEMVs: decode); a row range of x (MoE: each expert's rows, PreparedX::Rows) uses
+  // whole_x_layout's row form (RowLayout).
   XLayout whole_x_layout[kWeightKinds];
+  XLayout gemv_x_layout[kWeightKinds];
   // Row ranges handed to rows[] are multiples of these: GEMV below kGemmMinM tokens, else GEMM.
   size_t row_grain_gemv[kWeightKinds];
   size_t row_grain_gemm[kWeightKinds];
@@ -82,7 +83,7 @@ struct IsaKernels {
 // 50-70; the packed GEMM reaches 120 at m = 16 and ~190 at m = 512).
 inline constexpr size_t kGemmMinM = 8;
 
-// The table for `isa` (kAvx512 without BF16 runs the AVX2 kernels).
+// The table for `isa`.
 const IsaKernels& KernelsFor(Isa isa);
 
 // The layout of a row range of x where the whole-x layout is a tiling that cannot be cut.

@@ -99,18 +99,18 @@ size_t TileElems(XLayout layout, size_t k) {
   }
 }
 
-// The whole-x layout for m rows of x over w (`grouped`: MoE experts' rows, GroupedX). The AMX
-// tiles only from kGemmMinM rows: below, bf16 panels take the vdpbf16ps GEMV's 12-token pair
-// tiles (streaming the weights once, which the tile kernel's B tiles would not beat) and FP8
-// panels f32 rows (their GEMVs, and the tile kernel from 3 tokens, pack them). FP8 panels take
-// the tiles for whole calls only, and only views the tile kernel takes (amx::Fp8PanelTiles);
-// experts' rows stay f32, packed by each expert's item, so experts with 1 or 2 rows keep the GEMV.
+// The whole-x layout for m rows of x over w (`grouped`: MoE experts' rows, GroupedX): the table's
+// GEMV layout below kGemmMinM rows (amx: bf16 panels the vdpbf16ps GEMV's 12-token pair tiles,
+// which the tile kernel's B tiles would not beat; FP8 panels f32 rows for their GEMVs). FP8
+// panels take the AMX tiles for whole calls only, and only views the tile kernel takes
+// (amx::Fp8PanelTiles); experts' rows stay f32, packed by each expert's item, so experts with 1
+// or 2 rows keep the GEMV.
 XLayout WholeLayoutForM(const IsaKernels& kern, const WeightMatrix& w, size_t m, bool grouped) {
   const WeightKind kind = KindOf(w);
-  const XLayout layout = kern.whole_x_layout[static_cast<size_t>(kind)];
-  if (layout != XLayout::kAmxTiles) return layout;
-  if (kind != WeightKind::kFp8Panel) return m < kGemmMinM ? XLayout::kPanelPairs : layout;
-  return m >= kGemmMinM && !grouped && amx::Fp8PanelTiles(w) ? layout : XLayout::kRoundedF32;
+  const size_t i = static_cast<size_t>(kind);
+  const XLayout layout = m < kGemmMinM ? kern.gemv_x_layout[i] : kern.whole_x_layout[i];
+  if (layout != XLayout::kAmxTiles || kind != WeightKind::kFp8Panel) return layout;
+  return !grouped && amx::Fp8PanelTiles(w) ? layout : XLayout::kRoundedF32;
 }
 
 // Whole x for a panel kernel (a tiled layout), packed once for the call, a tile per task, instead

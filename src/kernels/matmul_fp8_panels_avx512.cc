@@ -2,7 +2,8 @@
 // panel kernel's arithmetic with a whole panel column in one register. A column's 16 codes become
 // 16 f32 weights in 5 instructions (widen, two shifts, a mask, one vcvtph2ps), one FMA per token.
 //
-// Why: the amx table's FP8 GEMV for the views its other kernels do not take: 1 and 2 tokens go to
+// Why: the avx512 table's FP8 GEMV (AVX-512 without BF16: every view below 8 tokens), and the amx
+// table's for the views its other kernels do not take: 1 and 2 tokens go to
 // amx::GemvFp8Panels (byte-table decode, vdpbf16ps) when the view starts on a 4-column group, 3 and
 // more to the tile unit when it starts on a 32-column step (every real tensor-parallel split
 // does); the rest runs here. On these cores vdpbf16ps runs at half the f32 FMA rate, and the AVX2
@@ -22,7 +23,7 @@
 #include "kernels/fp8_panels.h"
 #include "kernels/internal.h"
 
-namespace moeserve::kernels::avx512bf16 {
+namespace moeserve::kernels::avx512 {
 namespace {
 
 constexpr size_t kRows = kFp8PanelRows;
@@ -124,4 +125,4 @@ void GemvFp8Panels(const float* xr, size_t ld, size_t m, const WeightMatrix& w, 
   }
 }
 
-}  // namespace moeserve::kernels::avx512bf16
+}  // namespace moeserve::kernels::avx512

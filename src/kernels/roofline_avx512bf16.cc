@@ -5,21 +5,6 @@
 
 namespace moeserve::kernels::avx512bf16 {
 
-double SumBuffer(const float* data, size_t n) {
-  // Four independent accumulators so the adds never limit the loads.
-  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    a0 = _mm512_add_ps(a0, _mm512_load_ps(data + i));
-    a1 = _mm512_add_ps(a1, _mm512_load_ps(data + i + 16));
-    a2 = _mm512_add_ps(a2, _mm512_load_ps(data + i + 32));
-    a3 = _mm512_add_ps(a3, _mm512_load_ps(data + i + 48));
-  }
-  double s = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-  for (; i < n; ++i) s += data[i];
-  return s;
-}
-
 // 12 independent accumulators cover the instruction's latency × throughput on current cores.
 void Bf16DotChains(size_t iterations, float* sink) {
   __m512 acc[12];
@@ -28,30 +13,6 @@ void Bf16DotChains(size_t iterations, float* sink) {
   const __m512bh b = (__m512bh)_mm512_set1_epi32(0x00010001);  // tiny: sums stay finite
   for (size_t i = 0; i < iterations; ++i) {
     for (int c = 0; c < 12; ++c) acc[c] = _mm512_dpbf16_ps(acc[c], a, b);
-  }
-  __m512 s = acc[0];
-  for (int c = 1; c < 12; ++c) s = _mm512_add_ps(s, acc[c]);
-  *sink = _mm512_reduce_add_ps(s);
-}
-
-void Int8DotChains(size_t iterations, int32_t* sink) {
-  __m512i acc[12];
-  for (int c = 0; c < 12; ++c) acc[c] = _mm512_set1_epi32(c);
-  const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(-1);
-  for (size_t i = 0; i < iterations; ++i) {
-    for (int c = 0; c < 12; ++c) acc[c] = _mm512_dpbusd_epi32(acc[c], a, b);
-  }
-  __m512i s = acc[0];
-  for (int c = 1; c < 12; ++c) s = _mm512_add_epi32(s, acc[c]);
-  *sink = _mm512_reduce_add_epi32(s);
-}
-
-void F32FmaChains(size_t iterations, float* sink) {
-  __m512 acc[12];
-  for (int c = 0; c < 12; ++c) acc[c] = _mm512_set1_ps(static_cast<float>(c));
-  const __m512 a = _mm512_set1_ps(0.999f), b = _mm512_set1_ps(1e-3f);
-  for (size_t i = 0; i < iterations; ++i) {
-    for (int c = 0; c < 12; ++c) acc[c] = _mm512_fmadd_ps(acc[c], a, b);
   }
   __m512 s = acc[0];
   for (int c = 1; c < 12; ++c) s = _mm512_add_ps(s, acc[c]);

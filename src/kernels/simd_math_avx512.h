@@ -4,7 +4,7 @@
 
 #include <immintrin.h>
 
-namespace moeserve::kernels::avx512bf16 {
+namespace moeserve::kernels {
 
 // e^x, |relative error| < 2e-7 over the f32 range (Cephes polynomial on x − n·ln2, scaled by
 // 2^n with vscalefps, which also gives 0 / inf at the ends without extra compares).
@@ -32,4 +32,4 @@ static inline __mmask32 TailMask32(size_t n) {
   return n >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << n) - 1);
 }
 
-}  // namespace moeserve::kernels::avx512bf16
+}  // namespace moeserve::kernels

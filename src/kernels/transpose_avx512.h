@@ -4,7 +4,7 @@
 
 #include <immintrin.h>
 
-namespace moeserve::kernels::avx512bf16 {
+namespace moeserve::kernels {
 
 // In-register transpose of a 16 × 16 matrix of 32-bit elements (r[i] = row i; on return r[c] =
 // column c): 32-bit interleave, 64-bit interleave, then a 4 × 4 transpose of 128-bit lanes.
@@ -33,4 +33,4 @@ static inline void Transpose16x16(__m512i r[16]) {
   }
 }
 
-}  // namespace moeserve::kernels::avx512bf16
+}  // namespace moeserve::kernels

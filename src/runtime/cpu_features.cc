@@ -71,11 +71,13 @@ Isa MachineIsa() {
     const CpuFeatures& f = GetCpuFeatures();
     Isa best = Isa::kScalar;
     if (f.avx2 && f.fma && f.f16c) best = Isa::kAvx2;
-    if (best == Isa::kAvx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)
+    // The kAvx512 kernels use VNNI (vpdpbusd): Cascade Lake, Ice Lake and every later AVX-512
+    // core have it; Skylake-SP, without it, runs the AVX2 kernels.
+    if (best == Isa::kAvx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512_vnni)
       best = Isa::kAvx512;
     // Every CPU with AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4 and later) has AVX512_VNNI
-    // too; the kAvx512Bf16 kernels use both.
-    if (best == Isa::kAvx512 && f.avx512_bf16 && f.avx512_vnni) best = Isa::kAvx512Bf16;
+    // too.
+    if (best == Isa::kAvx512 && f.avx512_bf16) best = Isa::kAvx512Bf16;
     // Every AMX CPU so far has VBMI and GFNI too; the kAmx FP8 decoders use both.
     if (best == Isa::kAvx512Bf16 && f.amx_bf16 && f.avx512_vbmi && f.gfni) best = Isa::kAmx;
     return best;

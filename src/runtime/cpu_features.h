@@ -7,8 +7,9 @@
 
 namespace moeserve {
 
-// Ordered: each ISA's kernels may use everything below it. kAmx is kAvx512Bf16 plus the AMX tile
-// unit (AMX-TILE and AMX-BF16, Sapphire Rapids and later) for the bf16 GEMMs, and AVX-512 VBMI
+// Ordered: each ISA's kernels may use everything below it. kAvx512 is AVX-512 F / BW / VL / DQ with
+// VNNI (Cascade Lake, Ice Lake); kAvx512Bf16 adds AVX512_BF16; kAmx is kAvx512Bf16 plus the AMX
+// tile unit (AMX-TILE and AMX-BF16, Sapphire Rapids and later) for the bf16 GEMMs, and AVX-512 VBMI
 // (on every AMX core) for the FP8 GEMV's byte-table decode.
 enum class Isa { kScalar, kAvx2, kAvx512, kAvx512Bf16, kAmx };
 

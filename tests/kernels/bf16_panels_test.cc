@@ -88,7 +88,8 @@ TEST_P(Bf16PanelsEveryIsa, MatMulMatchesDenseReferenceOnOddShapes) {
   ThreadPool pool(2);
   KernelContext ctx(pool, isa());
   const Isa isa = GetParam();
-  for (size_t m : {1, 2, 5, 6, 7, 13, 200, 300}) {
+  for (size_t m : {1, 2, 5, 6, 7, 11, 13, 24, 200, 300}) {
+    // 11, 13, 24: the AVX-512 kernel's 12-token register tiles, partial and whole.
     // 20 x 1101 at m = 300: x exceeds the kernels' L2 blocks, so token and column blocks (partial
     // sums through y) and an odd last column block run.
     // 20 x 4001 at m = 300: the AMX kernel's x in token blocks (each block's B tiles made again).

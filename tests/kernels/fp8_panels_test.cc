@@ -196,13 +196,13 @@ TEST_P(Fp8PanelsEveryIsa, MatMulOverSeveralTokenBlocksMatchesBlockReference) {
   }
 }
 
-// The AVX-512 f32 FP8 panel GEMV (the amx table's for views off its 4- and 32-column steps,
-// m < 8) is the AVX2 kernel's register-tile arithmetic lane for lane: the same y bit for bit where
-// the AVX2 kernel uses its tiles (m <= 3; above, it scales each weight before an f32 GEMM), for
-// views off the scale blocks, odd panels.
+// The AVX-512 f32 FP8 panel GEMV (the avx512 table's below 8 tokens, the amx table's for views
+// off its 4- and 32-column steps) is the AVX2 kernel's register-tile arithmetic lane for lane: the
+// same y bit for bit where the AVX2 kernel uses its tiles (m <= 3; above, it scales each weight
+// before an f32 GEMM), for views off the scale blocks, odd panels.
 TEST(Fp8Panels, Avx512GemvEqualsAvx2BitForBit) {
-  if (MachineIsa() < Isa::kAvx512Bf16)
-    GTEST_SKIP() << "avx512bf16 is not available on this machine (it runs " << IsaName(MachineIsa())
+  if (MachineIsa() < Isa::kAvx512)
+    GTEST_SKIP() << "avx512 is not available on this machine (it runs " << IsaName(MachineIsa())
                  << ")";
   std::mt19937 rng(6);
   const Fp8 f = RandomFp8(300, 400, rng);
@@ -222,7 +222,7 @@ TEST(Fp8Panels, Avx512GemvEqualsAvx2BitForBit) {
       for (bool accumulate : {false, true}) {
         std::vector<float> want(m * ldy, 0.5f), got(m * ldy, 0.5f);
         avx2::MatMulFp8Panels(xp, m, p.view, want.data(), ldy, accumulate, pack);
-        avx512bf16::GemvFp8Panels(x.data(), ld, m, p.view, got.data(), ldy, accumulate);
+        avx512::GemvFp8Panels(x.data(), ld, m, p.view, got.data(), ldy, accumulate);
         for (size_t i = 0; i < want.size(); ++i)
           ASSERT_EQ(std::memcmp(&want[i], &got[i], 4), 0)
               << "view " << r0 << "," << c0 << " m " << m << " acc " << accumulate << " i " << i

@@ -270,7 +270,7 @@ void ExpectKernelMatchesReference(Mxfp4I8Kernel kernel, const Q8Rows& q, const W
 std::vector<Mxfp4I8Kernel> AvailableKernels() {
   std::vector<Mxfp4I8Kernel> out;
   if (HasAvx2()) out.push_back(avx2::MatMulMxfp4I8);
-  if (BestIsa() >= Isa::kAvx512Bf16) out.push_back(avx512bf16::MatMulMxfp4I8);
+  if (BestIsa() >= Isa::kAvx512) out.push_back(avx512::MatMulMxfp4I8);
   return out;
 }
 
@@ -300,11 +300,11 @@ TEST(Mxfp4I8MatMul, Avx2EqualsReferenceBitForBit) {
 }
 
 TEST(Mxfp4I8MatMul, Avx512VnniEqualsReferenceBitForBit) {
-  if (BestIsa() < Isa::kAvx512Bf16)
-    GTEST_SKIP() << "avx512bf16 (with VNNI) is not available on this machine (it runs "
+  if (BestIsa() < Isa::kAvx512)
+    GTEST_SKIP() << "avx512 (with VNNI) is not available on this machine (it runs "
                  << IsaName(BestIsa()) << ")";
   std::mt19937 rng(31);
-  ExpectKernelMatchesReferenceOnOddShapes(avx512bf16::MatMulMxfp4I8, rng);
+  ExpectKernelMatchesReferenceOnOddShapes(avx512::MatMulMxfp4I8, rng);
 }
 
 // The tile kernel at every m (the amx table takes it from 8 tokens; below, the VNNI kernel).

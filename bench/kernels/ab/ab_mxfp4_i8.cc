@@ -34,7 +34,7 @@
 #include "runtime/huge_page_arena.h"
 #include "runtime/thread_pool.h"
 
-// run.sh defines AB_ISA (avx2 or avx512bf16) and the namespaces of the two builds, AB_A / AB_B
+// run.sh defines AB_ISA (avx2, avx512 or amx) and the namespaces of the two builds, AB_A / AB_B
 // (<isa>_a / <isa>_b).
 #if !defined(AB_ISA) || !defined(AB_A) || !defined(AB_B)
 #error "AB_ISA, AB_A and AB_B are set by bench/kernels/ab/run.sh"
@@ -76,7 +76,7 @@ void WithScratch(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy, b
 }
 constexpr Kernel kA = WithScratch<AB_A::MatMulMxfp4I8>;
 constexpr Kernel kB = WithScratch<AB_B::MatMulMxfp4I8>;
-constexpr double (*kRead)(const float*, size_t) = avx512bf16::SumBuffer;
+constexpr double (*kRead)(const float*, size_t) = avx512::SumBuffer;
 #else
 constexpr Kernel kA = AB_A::MatMulMxfp4I8;
 constexpr Kernel kB = AB_B::MatMulMxfp4I8;

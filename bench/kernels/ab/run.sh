@@ -6,7 +6,7 @@
 # and linked into ab_mxfp4_i8.cc, which interleaves them call by call on the same data beside a
 # read probe and checks both against the scalar reference bit for bit.
 #
-#   bench/kernels/ab/run.sh [--isa amx|avx512bf16|avx2] [--base REV] [--build DIR] [driver options]
+#   bench/kernels/ab/run.sh [--isa amx|avx512|avx2] [--base REV] [--build DIR] [driver options]
 #   driver options: --tokens M (1: decode; 16: a prefill tile) --whole --threads N --rows R
 #                   --cols C --matrices P --sets S --iters I (ab_mxfp4_i8.cc says what they do)
 #
@@ -30,14 +30,14 @@ while [ $# -gt 0 ]; do
 done
 if [ -z "$ISA" ]; then
   if grep -qw amx_int8 /proc/cpuinfo && grep -qw avx512_bf16 /proc/cpuinfo; then ISA=amx
-  elif grep -qw avx512_bf16 /proc/cpuinfo && grep -qw avx512_vnni /proc/cpuinfo; then ISA=avx512bf16
+  elif grep -qw avx512bw /proc/cpuinfo && grep -qw avx512_vnni /proc/cpuinfo; then ISA=avx512
   else ISA=avx2; fi
 fi
 case "$ISA" in
   avx2) need=(avx2 fma f16c) ;;
-  avx512bf16) need=(avx512f avx512bw avx512vl avx512dq avx512_bf16 avx512_vnni) ;;
+  avx512) need=(avx512f avx512bw avx512vl avx512dq avx512_vnni) ;;
   amx) need=(avx512f avx512bw avx512_bf16 avx512_vnni amx_tile amx_int8) ;;
-  *) echo "--isa: amx, avx2 or avx512bf16, not $ISA" >&2; exit 2 ;;
+  *) echo "--isa: amx, avx2 or avx512, not $ISA" >&2; exit 2 ;;
 esac
 for flag in "${need[@]}"; do  # 77: "skipped" to CTest
   grep -qw "$flag" /proc/cpuinfo || { echo "SKIPPED: this CPU lacks $flag ($ISA)"; exit 77; }

@@ -1,4 +1,5 @@
-// Attention tile with AVX-512 (built with the AVX-512 BF16 flags).
+// Attention tile with AVX-512 F (built with the AVX-512 flags, no BF16 instruction: the avx512,
+// avx512bf16 and amx tables run it).
 //
 // The fast tile (FastTile below) visits keys 16 at a time, a "chunk" of consecutive positions
 // that may span cache blocks of any size, for all rows of the work item at once (row = query of
@@ -26,7 +27,7 @@
 #include "kernels/simd_math_avx512.h"
 #include "kernels/transpose_avx512.h"
 
-namespace moeserve::kernels::avx512bf16 {
+namespace moeserve::kernels::avx512 {
 namespace {
 
 float Dot(const float* a, const float* b, size_t n) {
@@ -310,4 +311,4 @@ void AttentionTile(const AttentionTileArgs& args) {
   FastTile<0>(args);
 }
 
-}  // namespace moeserve::kernels::avx512bf16
+}  // namespace moeserve::kernels::avx512

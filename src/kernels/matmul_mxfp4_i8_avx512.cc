@@ -1,9 +1,9 @@
 // AVX-512 VNNI kernel of mxfp4_i8.h: the MXFP4 × Q8 matmul with vpdpbusd (built with the
-// AVX-512 BF16 flags plus -mavx512vnni; every CPU with AVX512_BF16 has AVX512_VNNI, and
-// MachineIsa() requires both for kAvx512Bf16). Bit-identical to MatMulMxfp4I8Reference, as the
-// AVX2 kernel is: the integer block dot products are exact, and the per-block f32 steps are the
-// reference's own operations in the same order (or, where ExponentWindow allows, an integer
-// exponent add that gives the same bits as the reference's multiply).
+// AVX-512 flags and -mavx512vnni, no BF16: the avx512, avx512bf16 and amx tables run it).
+// Bit-identical to MatMulMxfp4I8Reference, as the AVX2 kernel is: the integer block dot products
+// are exact, and the per-block f32 steps are the reference's own operations in the same order (or,
+// where ExponentWindow allows, an integer exponent add that gives the same bits as the reference's
+// multiply).
 //
 // Why a kernel of its own: the AVX2 kernel spends ~33 instructions per 256 multiply-adds per
 // token (vpmaddubsw, vpmaddwd, int16 adds, broadcasts). Here one vpdpbusd does 64 multiply-adds
@@ -24,7 +24,7 @@
 #include "kernels/exponent_window.h"
 #include "kernels/internal.h"
 
-namespace moeserve::kernels::avx512bf16 {
+namespace moeserve::kernels::avx512 {
 namespace {
 
 constexpr size_t kBlock = kMxfp4I8Block;
@@ -424,4 +424,4 @@ void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy,
   }
 }
 
-}  // namespace moeserve::kernels::avx512bf16
+}  // namespace moeserve::kernels::avx512
