@@ -210,7 +210,10 @@ void MoeExperts(const float* x, size_t ldx, size_t num_tokens, const int32_t* id
     for (size_t t = 0; t < num_tokens && width; ++t)
       std::fill(y + t * ldy, y + t * ldy + width, 0.0f);
   }
-  if (hidden == 0 || num_tokens == 0) return;
+  // inter == 0: a tensor-parallel rank without any of the experts' intermediate columns (MXFP4's
+  // 32-column split can leave one none); its experts add nothing, and the row kernels are not
+  // asked for products over 0 columns (the GEMMs left them unwritten).
+  if (hidden == 0 || inter == 0 || num_tokens == 0) return;
 
   CallScratch& sc = ctx.call();
   ThreadPool& pool = ctx.pool();

@@ -181,6 +181,39 @@ TEST_P(MoeExpertsEveryIsa, MatchesReference) {
   if (HasFatalFailure()) return;
 }
 
+// A tensor-parallel rank can hold no intermediate columns of the experts (MXFP4 experts split on
+// 32-column groups: an intermediate of 96 over 4 ranks leaves one rank none): w1 / w3 of 0 rows and
+// w2 of 0 columns, mapped (not absent). Their contribution is zero at every token count (the GEMM
+// kernels from kGemmMinM rows were handed k = 0 and left the down projection unwritten: NaN logits
+// at tp 4 / 8 on AVX2 and AVX-512).
+TEST_P(MoeExpertsEveryIsa, ZeroIntermediateSliceAddsNothing) {
+  ThreadPool pool(2);
+  KernelContext ctx(pool, isa());
+  std::mt19937 rng(12);
+  const size_t hidden = 40, num_experts = 4, k = 2;
+  std::vector<bf16> storage(1);  // any mapped address: the views have no elements
+  std::vector<ExpertWeights> experts(num_experts);
+  for (ExpertWeights& e : experts) {
+    e.w1 = {DType::kBF16, storage.data(), 0, hidden, hidden};
+    e.w3 = {DType::kBF16, storage.data(), 0, hidden, hidden};
+    e.w2 = {DType::kBF16, storage.data(), hidden, 0, 1};
+  }
+  for (size_t tokens : {1, 5, 37}) {
+    const std::vector<float> x = RandomF32(tokens * hidden, rng);
+    std::vector<int32_t> idx(tokens * k);
+    std::vector<float> wts(tokens * k, 0.5f);
+    for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int32_t>(i % num_experts);
+    for (bool accumulate : {true, false}) {
+      std::vector<float> y(tokens * hidden, 3.0f);
+      MoeExperts(x.data(), hidden, tokens, idx.data(), wts.data(), k, experts, y.data(), hidden,
+                 ctx, accumulate);
+      for (float v : y)
+        ASSERT_EQ(v, accumulate ? 3.0f : 0.0f)
+            << tokens << " tokens, accumulate " << accumulate << ", " << IsaName(ctx.isa());
+    }
+  }
+}
+
 TEST(MoeExperts, AllRoutedExpertsAbsentGivesZeroOrKeepsY) {
   ThreadPool pool(2);
   KernelContext ctx(pool);
