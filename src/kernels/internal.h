@@ -151,6 +151,13 @@ void AttentionTile(const AttentionTileArgs& args);
 // avx2::MatMulFp8Panels on the same x bit for bit (its register tiles' arithmetic).
 void GemvFp8Panels(const float* xr, size_t ld, size_t m, const WeightMatrix& w, float* y,
                    size_t ldy, bool accumulate);
+// The same y for any m (meant for m >= kGemmMinM) on x packed by avx2::PackX from bf16-rounded
+// rows: each panel pair's 128-column blocks decoded once per token block into f32 (scaled as
+// DequantizeRow) and swept by the f32 register tile (f32_panel_tile_avx512.h). pack:
+// Fp8PanelPackFloats() floats, 64-byte aligned.
+size_t Fp8PanelPackFloats();
+void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
+                     bool accumulate, float* pack);
 void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_stride, size_t k,
              size_t rows, float* y, size_t ldy, bool accumulate);
 void SiluMul(const float* gate, const float* up, float* out, size_t n);

@@ -190,14 +190,21 @@ void Avx512FmaBf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0
 }
 
 // FP8 panels: below kGemmMinM tokens (x as rounded f32 rows) the f32-FMA GEMV with a whole panel
-// column in one register, else the AVX2 panel GEMM.
+// column in one register, else the f32 register tile on decoded blocks (x packed).
 void Avx512Fp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                         size_t ldy, bool accumulate, WorkerScratch& s) {
-  if (!x.f32 || x.m >= kGemmMinM) return Avx2Fp8PanelRows(x, w, n0, n1, y, ldy, accumulate, s);
+  if (x.f32 && x.m < kGemmMinM)
+    return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
+                              [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                                avx512::GemvFp8Panels(x.f32, x.ld, x.m, Fp8PanelRows(w, g0, n), yg,
+                                                      ldyg, acc);
+                              });
+  const float* xp = PackedXForAvx2(x, w.cols, s);
+  float* pack = s.pack.As<float>(avx512::Fp8PanelPackFloats());
   RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                      [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
-                       avx512::GemvFp8Panels(x.f32, x.ld, x.m, Fp8PanelRows(w, g0, n), yg, ldyg,
-                                             acc);
+                       avx512::MatMulFp8Panels(xp, x.m, Fp8PanelRows(w, g0, n), yg, ldyg, acc,
+                                               pack);
                      });
 }
 
@@ -415,9 +422,9 @@ constexpr IsaKernels kAvx2 = {
 };
 
 // AVX-512 with VNNI, without BF16 (Cascade Lake, Ice Lake): the AVX2 table with zmm kernels where
-// they need no bf16 instruction: the bf16 panels on f32 FMAs (x in AVX2's packed tiles), the
-// MXFP4 × Q8 matmul on vpdpbusd (two 8-row groups per register, so its ranges are 16 rows), the
-// FP8 panel GEMV, the f32 GEMV, attention and SiluMul.
+// they need no bf16 instruction: the bf16 and FP8 panels on f32 FMAs (x in AVX2's packed tiles),
+// the MXFP4 × Q8 matmul on vpdpbusd (two 8-row groups per register, so its ranges are 16 rows),
+// the f32 GEMV, attention and SiluMul.
 constexpr IsaKernels kAvx512 = {
     Isa::kAvx512,
     {Avx512DenseF32Rows, Avx2DenseBf16Rows, Avx2QuantRows, Avx2QuantRows,

@@ -19,15 +19,15 @@
 #include <utility>
 
 #include "kernels/bf16_panels.h"
+#include "kernels/f32_panel_tile_avx512.h"
 #include "kernels/internal.h"
 #include "kernels/simd_math_avx512.h"
 
 namespace moeserve::kernels::avx512 {
 namespace {
 
-constexpr size_t kXTile = avx2::kPackedXTile;  // tokens per packed x tile
 constexpr size_t kRows = kBf16PanelRows;
-constexpr int kMaxTokens = 2 * kXTile;  // a register tile spans two x tiles
+static_assert(kRows == kPanelTileRows);
 
 // The 64-byte line of column pair i: lane r holds (W[r, 2i], W[r, 2i + 1]) as bf16 bits. Column
 // 2i as f32 is the line shifted up by 16 bits per lane, column 2i + 1 the line with its low half
@@ -46,60 +46,35 @@ inline __m512 OddColumn(__m512i line) {
 // streams W from DRAM, where the hardware prefetcher alone leaves bandwidth unused.
 inline void Prefetch(const bf16* panel, size_t i) {
   constexpr size_t kPrefetchBytes = 4096;
-  _mm_prefetch(reinterpret_cast<const char*>(panel + 2 * i * kRows) + kPrefetchBytes,
-               _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(panel + 2 * i * kRows) + kPrefetchBytes, _MM_HINT_T0);
 }
 
-inline void StoreRows(float* y, __m512 v, size_t rows, bool accumulate) {
-  const __mmask16 mask = TailMask16(rows);
-  if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y));
-  _mm512_mask_storeu_ps(y, mask, v);
-}
-
-// M tokens (x0: the first x tile at this block's first column, x1 the next tile; token t < 6
-// in x0, else x1) × P panels (1 or 2; panel p at panel[p]) over k columns.
+// M tokens (x0, x1: their x tiles at the block's first column) × P panels (panel[p] at the
+// block's first column) over kc columns.
 template <int M, int P>
-void PanelTile(const float* x0, const float* x1, const bf16* const panel[P], size_t k, float* y,
-               size_t ldy, const size_t rows[P], bool accumulate) {
-  __m512 acc[M][P];
-#pragma GCC unroll 12
-  for (int t = 0; t < M; ++t)
-#pragma GCC unroll 2
-    for (int p = 0; p < P; ++p) acc[t][p] = _mm512_setzero_ps();
-  auto column = [&](size_t c, const __m512 (&w)[P]) {
-#pragma GCC unroll 12
-    for (int t = 0; t < M; ++t) {
-      const float* xt = t < int(kXTile) ? x0 + t : x1 + (t - kXTile);
-      const __m512 xv = _mm512_set1_ps(xt[c * kXTile]);
-#pragma GCC unroll 2
-      for (int p = 0; p < P; ++p) acc[t][p] = _mm512_fmadd_ps(xv, w[p], acc[t][p]);
-    }
-  };
+void PanelTile(const float* x0, const float* x1, const bf16* const* panel, size_t kc, float* y,
+               size_t ldy, const size_t* rows, bool accumulate) {
+  F32PanelTile<M, P> tile;
   size_t i = 0;
-  for (; 2 * i + 2 <= k; ++i) {
-    __m512i line[P];
+  for (; 2 * i + 2 <= kc; ++i) {
     __m512 w[P];
 #pragma GCC unroll 2
     for (int p = 0; p < P; ++p) {
       if (M <= 4) Prefetch(panel[p], i);
-      line[p] = PairLine(panel[p], i);
-      w[p] = EvenColumn(line[p]);
+      w[p] = EvenColumn(PairLine(panel[p], i));
     }
-    column(2 * i, w);
+    tile.Column(x0, x1, 2 * i, w);
 #pragma GCC unroll 2
-    for (int p = 0; p < P; ++p) w[p] = OddColumn(line[p]);
-    column(2 * i + 1, w);
+    for (int p = 0; p < P; ++p) w[p] = OddColumn(PairLine(panel[p], i));
+    tile.Column(x0, x1, 2 * i + 1, w);
   }
-  if (2 * i < k) {
+  if (2 * i < kc) {
     __m512 w[P];
 #pragma GCC unroll 2
     for (int p = 0; p < P; ++p) w[p] = EvenColumn(PairLine(panel[p], i));
-    column(2 * i, w);
+    tile.Column(x0, x1, 2 * i, w);
   }
-#pragma GCC unroll 12
-  for (int t = 0; t < M; ++t)
-#pragma GCC unroll 2
-    for (int p = 0; p < P; ++p) StoreRows(y + t * ldy + p * kRows, acc[t][p], rows[p], accumulate);
+  tile.Store(y, ldy, rows, accumulate);
 }
 
 // One token against P panels: the even and odd columns of a pair in accumulators of their own
@@ -112,8 +87,8 @@ void PanelGemv(const float* x, const bf16* const panel[P], size_t k, float* cons
   for (int p = 0; p < P; ++p) even[p] = odd[p] = _mm512_setzero_ps();
   size_t i = 0;
   for (; 2 * i + 2 <= k; ++i) {
-    const __m512 x0 = _mm512_set1_ps(x[2 * i * kXTile]);
-    const __m512 x1 = _mm512_set1_ps(x[(2 * i + 1) * kXTile]);
+    const __m512 x0 = _mm512_set1_ps(x[2 * i * kXTileTokens]);
+    const __m512 x1 = _mm512_set1_ps(x[(2 * i + 1) * kXTileTokens]);
 #pragma GCC unroll 2
     for (int p = 0; p < P; ++p) {
       Prefetch(panel[p], i);
@@ -123,14 +98,18 @@ void PanelGemv(const float* x, const bf16* const panel[P], size_t k, float* cons
     }
   }
   if (2 * i < k) {
-    const __m512 x0 = _mm512_set1_ps(x[2 * i * kXTile]);
+    const __m512 x0 = _mm512_set1_ps(x[2 * i * kXTileTokens]);
 #pragma GCC unroll 2
     for (int p = 0; p < P; ++p)
       even[p] = _mm512_fmadd_ps(x0, EvenColumn(PairLine(panel[p], i)), even[p]);
   }
 #pragma GCC unroll 2
-  for (int p = 0; p < P; ++p)
-    StoreRows(y[p], _mm512_add_ps(even[p], odd[p]), rows[p], accumulate);
+  for (int p = 0; p < P; ++p) {
+    const __mmask16 mask = TailMask16(rows[p]);
+    __m512 v = _mm512_add_ps(even[p], odd[p]);
+    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y[p]));
+    _mm512_mask_storeu_ps(y[p], mask, v);
+  }
 }
 
 using TileFn = void (*)(const float*, const float*, const bf16* const*, size_t, float*, size_t,
@@ -144,8 +123,8 @@ constexpr auto MakeTiles(std::integer_sequence<int, M...>) {
 
 void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                       bool accumulate) {
-  static constexpr auto kTiles1 = MakeTiles<1>(std::make_integer_sequence<int, kMaxTokens>());
-  static constexpr auto kTiles2 = MakeTiles<2>(std::make_integer_sequence<int, kMaxTokens>());
+  static constexpr auto kTiles1 = MakeTiles<1>(std::make_integer_sequence<int, kMaxTileTokens>());
+  static constexpr auto kTiles2 = MakeTiles<2>(std::make_integer_sequence<int, kMaxTileTokens>());
   const size_t k = w.cols, panels = (w.rows + kRows - 1) / kRows;
   const auto* base = static_cast<const bf16*>(w.data);
   auto rows_of = [&](size_t p) { return w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows; };
@@ -166,34 +145,24 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
     }
     return;
   }
-  // Token blocks × column blocks (x's block stays in L2 while every panel pair passes, a pair's
-  // block (16 KiB) in L1 while the block's token tiles pass), then panel pairs, then register
-  // tiles of up to 12 tokens. One core, [1536 x 3072] at 512 tokens: 119-126 GFLOP/s for token
-  // blocks of 96-384 and column blocks of 256-1024 alike; whole-k blocks where x fits L2, as the
-  // AVX2 kernel has them, measured 133 against 135-142 with W hot.
-  constexpr size_t kL2Budget = 256 * 1024, kMc = 32 * kXTile, kKc = 256;
-  const size_t mc = m * k * sizeof(float) <= kL2Budget ? m : kMc;
-  const size_t kc_max = kKc;
-  for (size_t t0 = 0; t0 < m; t0 += mc) {
-    const size_t t1 = m - t0 < mc ? m : t0 + mc;
-    for (size_t k0 = 0; k0 < k; k0 += kc_max) {
-      const size_t kc = k - k0 < kc_max ? k - k0 : kc_max;
-      for (size_t p = 0; p < panels; p += 2) {
-        const bool two = p + 1 < panels;
-        const bf16* pp[2] = {base + p * w.row_stride + k0 * kRows,
-                             base + (p + 1) * w.row_stride + k0 * kRows};
-        const size_t rows[2] = {rows_of(p), two ? rows_of(p + 1) : 0};
-        for (size_t t = t0; t < t1; t += kMaxTokens) {
-          const size_t tokens = t1 - t < kMaxTokens ? t1 - t : kMaxTokens;
-          const float* x0 = xp + t * k + k0 * kXTile;
-          const float* x1 = x0 + kXTile * k;  // the next tile (read only for tokens ≥ 6)
-          const auto& tiles = two ? kTiles2 : kTiles1;
-          tiles[tokens](x0, x1, pp, kc, y + t * ldy + p * kRows, ldy, rows,
-                        accumulate || k0 > 0);
-        }
-      }
-    }
-  }
+  // One core, [1536 x 3072] at 512 tokens: 119-126 GFLOP/s for token blocks of 96-384 and column
+  // blocks of 256-1024 alike; whole-k blocks where x fits L2 (the AVX2 kernel's) measured 133
+  // against 135-142 with W hot.
+  constexpr size_t kKc = 256;
+  const bf16* pp[2];
+  size_t rows[2];
+  ForEachPanelPairTile(
+      m, k, panels, kKc, xp, accumulate,
+      [&](size_t k0, size_t, size_t p, bool two) {
+        pp[0] = base + p * w.row_stride + k0 * kRows;
+        pp[1] = two ? base + (p + 1) * w.row_stride + k0 * kRows : pp[0];
+        rows[0] = rows_of(p);
+        rows[1] = two ? rows_of(p + 1) : 0;
+      },
+      [&](size_t tokens, size_t t, const float* x0, const float* x1, size_t kc, size_t p, bool two,
+          bool acc) {
+        (two ? kTiles2 : kTiles1)[tokens](x0, x1, pp, kc, y + t * ldy + p * kRows, ldy, rows, acc);
+      });
 }
 
 }  // namespace moeserve::kernels::avx512

@@ -17,9 +17,12 @@
 // split over threads).
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/e4m3_half_bits.h"
+#include "kernels/f32_panel_tile_avx512.h"
 #include "kernels/fp8_panels.h"
 #include "kernels/internal.h"
 
@@ -100,6 +103,44 @@ void Pair1(const float* x, const uint8_t* p, const float* sp, const uint8_t* q, 
   Store(yq, aq, kRows, accumulate);
 }
 
+// Columns [k0, k0 + kc) of a panel → pack[i][16] = e4m3 · scale exactly (as DequantizeRow and
+// the AVX2 kernel's DecodeBlock: (e4m3 · 2^-8 · 256) · scale).
+void DecodeBlock(const uint8_t* panel, const float* scales, size_t col0, size_t k0, size_t kc,
+                 float* pack) {
+  const __m512 k256 = _mm512_set1_ps(256.0f);
+  ForEachScaleBlock(col0 + k0, kc, [&](size_t c0, size_t c1, size_t b) {
+    const __m512 sc = _mm512_loadu_ps(scales + ((col0 + k0) / kBlock - col0 / kBlock + b) * kRows);
+    for (size_t i = c0; i < c1; ++i)
+      _mm512_store_ps(
+          pack + i * kRows,
+          _mm512_mul_ps(_mm512_mul_ps(DecodeColumn(panel + (k0 + i) * kRows), k256), sc));
+  });
+}
+
+// M tokens × P decoded panel blocks (pack[p]: kc columns of 16 f32) on the f32 register tile.
+template <int M, int P>
+void PackTile(const float* x0, const float* x1, const float* const* pack, size_t kc, float* y,
+              size_t ldy, const size_t* rows, bool accumulate) {
+  F32PanelTile<M, P> tile;
+  for (size_t c = 0; c < kc; ++c) {
+    __m512 w[P];
+#pragma GCC unroll 2
+    for (int p = 0; p < P; ++p) w[p] = _mm512_load_ps(pack[p] + c * kRows);
+    tile.Column(x0, x1, c, w);
+  }
+  tile.Store(y, ldy, rows, accumulate);
+}
+
+using PackTileFn = void (*)(const float*, const float*, const float* const*, size_t, float*, size_t,
+                            const size_t*, bool);
+template <int P, int... M>
+constexpr auto MakePackTiles(std::integer_sequence<int, M...>) {
+  return std::array<PackTileFn, sizeof...(M) + 1>{nullptr, PackTile<M + 1, P>...};
+}
+
+// Columns per decoded block: two panels' blocks (16 KiB) and a register tile's x (6 KiB) in L1.
+constexpr size_t kPackCols = 128;
+
 using TileFn = void (*)(const float*, size_t, const uint8_t*, const float*, size_t, size_t, float*,
                         size_t, size_t, bool);
 constexpr TileFn kTiles[8] = {nullptr, Tile<1>, Tile<2>, Tile<3>,
@@ -123,6 +164,39 @@ void GemvFp8Panels(const float* xr, size_t ld, size_t m, const WeightMatrix& w, 
     kTiles[m](xr, ld, codes + p * w.row_stride, scales + p * w.scale_stride, k, w.col0,
               y + p * kRows, ldy, rows, accumulate);
   }
+}
+
+size_t Fp8PanelPackFloats() {
+  return 2 * kPackCols * kRows;
+}
+
+void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
+                     bool accumulate, float* pack) {
+  static constexpr auto kTiles1 =
+      MakePackTiles<1>(std::make_integer_sequence<int, kMaxTileTokens>());
+  static constexpr auto kTiles2 =
+      MakePackTiles<2>(std::make_integer_sequence<int, kMaxTileTokens>());
+  const size_t k = w.cols, panels = (w.rows + kRows - 1) / kRows;
+  const auto* codes = static_cast<const uint8_t*>(w.data);
+  const auto* scales = static_cast<const float*>(w.scales);
+  auto rows_of = [&](size_t p) { return w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows; };
+  const float* packs[2] = {pack, pack + kPackCols * kRows};
+  size_t rows[2];
+  // Each pair's block is decoded once per token block, then every register tile of it sweeps it.
+  ForEachPanelPairTile(
+      m, k, panels, kPackCols, xp, accumulate,
+      [&](size_t k0, size_t kc, size_t p, bool two) {
+        for (size_t q = 0; q < (two ? 2u : 1u); ++q)
+          DecodeBlock(codes + (p + q) * w.row_stride, scales + (p + q) * w.scale_stride, w.col0, k0,
+                      kc, pack + q * kPackCols * kRows);
+        rows[0] = rows_of(p);
+        rows[1] = two ? rows_of(p + 1) : 0;
+      },
+      [&](size_t tokens, size_t t, const float* x0, const float* x1, size_t kc, size_t p, bool two,
+          bool acc) {
+        (two ? kTiles2 : kTiles1)[tokens](x0, x1, packs, kc, y + t * ldy + p * kRows, ldy, rows,
+                                          acc);
+      });
 }
 
 }  // namespace moeserve::kernels::avx512

@@ -126,7 +126,7 @@ TEST_P(Fp8PanelsEveryIsa, MatMulMatchesBlockReference) {
   KernelContext ctx(pool, isa());
   const Fp8 f = RandomFp8(300, 400, rng);
   const Isa isa = GetParam();
-  for (size_t m : {1, 2, 3, 4, 7, 13, 200, 300}) {
+  for (size_t m : {1, 2, 3, 4, 7, 11, 13, 24, 200, 300}) {
     // {100, 77, 96, 293}: the AMX tiles' view (col0 % 32 == 0) with a one-step first scale block,
     // panel pairs and an odd last panel, rows across the 128-row scale boundary, odd k.
     // {20, 45, 4, 251}, {3, 29, 8, 130}: the amx byte-table GEMV's views (col0 % 4 == 0) off the

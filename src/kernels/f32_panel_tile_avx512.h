@@ -1,0 +1,90 @@
+// The register tile and schedule of the avx512 table's panel GEMMs on f32 FMAs (bf16 panels:
+// matmul_bf16_panels_avx512.cc; FP8 panels: matmul_fp8_panels_avx512.cc): up to 12 tokens of
+// avx2::PackX's packed x (two 6-token tiles) × up to 2 panels of 16 rows, one zmm accumulator per
+// (token, panel). Per column, P weight vectors and 12 broadcasts feed 12 · P FMAs; with P = 2
+// that is 24 of the 32 registers, and the loads (13 per 24 FMAs) stay below the two load ports.
+// Include only from TUs built with the AVX-512 flags.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+
+#include "kernels/internal.h"
+#include "kernels/simd_math_avx512.h"
+
+namespace moeserve::kernels::avx512 {
+
+inline constexpr size_t kXTileTokens = avx2::kPackedXTile;  // tokens per packed x tile
+inline constexpr int kMaxTileTokens = 2 * kXTileTokens;      // a register tile spans two x tiles
+inline constexpr size_t kPanelTileRows = 16;                 // rows per panel (one zmm)
+
+// M tokens × P panels of f32 sums.
+template <int M, int P>
+struct F32PanelTile {
+  __m512 acc[M][P];
+
+  F32PanelTile() {
+#pragma GCC unroll 12
+    for (int t = 0; t < M; ++t)
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) acc[t][p] = _mm512_setzero_ps();
+  }
+
+  // acc[t][p] += x[t, c] · w[p], for column c of the block whose packed x starts at x0 (tokens
+  // 0-5) and x1 (tokens 6-11, the next x tile; read only when M > 6).
+  inline void Column(const float* x0, const float* x1, size_t c, const __m512 (&w)[P]) {
+#pragma GCC unroll 12
+    for (int t = 0; t < M; ++t) {
+      const float* xt = t < int(kXTileTokens) ? x0 + t : x1 + (t - kXTileTokens);
+      const __m512 xv = _mm512_set1_ps(xt[c * kXTileTokens]);
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) acc[t][p] = _mm512_fmadd_ps(xv, w[p], acc[t][p]);
+    }
+  }
+
+  // y[t, p · 16 + r] (= or +=) acc[t][p] lane r, for r < rows[p].
+  void Store(float* y, size_t ldy, const size_t rows[P], bool accumulate) const {
+#pragma GCC unroll 12
+    for (int t = 0; t < M; ++t)
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) {
+        const __mmask16 mask = TailMask16(rows[p]);
+        float* out = y + t * ldy + p * kPanelTileRows;
+        __m512 v = acc[t][p];
+        if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, out));
+        _mm512_mask_storeu_ps(out, mask, v);
+      }
+  }
+};
+
+// The GEMM schedule over m tokens of packed x (xp) and `panels` panels of k columns: token blocks
+// (x's block stays in L2 while every panel pair passes), column blocks of kc_max (a pair's block
+// stays in L1 while the block's token tiles pass), then panel pairs, then register tiles.
+// pair(k0, kc, p, two) prepares the pair (p, p + 1) (p alone when !two) for columns [k0, k0 + kc);
+// tile(tokens, t, x0, x1, kc, p, two, accumulate) runs one register tile of `tokens` tokens from
+// token t (x0, x1: its two x tiles at column k0).
+template <typename PairFn, typename TileFn>
+inline void ForEachPanelPairTile(size_t m, size_t k, size_t panels, size_t kc_max,
+                                 const float* xp, bool accumulate, const PairFn& pair,
+                                 const TileFn& tile) {
+  constexpr size_t kL2Budget = 256 * 1024, kMc = 32 * kXTileTokens;
+  const size_t mc = m * k * sizeof(float) <= kL2Budget ? m : kMc;
+  for (size_t t0 = 0; t0 < m; t0 += mc) {
+    const size_t t1 = m - t0 < mc ? m : t0 + mc;
+    for (size_t k0 = 0; k0 < k; k0 += kc_max) {
+      const size_t kc = k - k0 < kc_max ? k - k0 : kc_max;
+      for (size_t p = 0; p < panels; p += 2) {
+        const bool two = p + 1 < panels;
+        pair(k0, kc, p, two);
+        for (size_t t = t0; t < t1; t += kMaxTileTokens) {
+          const size_t tokens = t1 - t < kMaxTileTokens ? t1 - t : kMaxTileTokens;
+          const float* x0 = xp + t * k + k0 * kXTileTokens;
+          tile(tokens, t, x0, x0 + kXTileTokens * k, kc, p, two, accumulate || k0 > 0);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace moeserve::kernels::avx512
