@@ -16,8 +16,8 @@
 namespace moeserve::kernels::avx512 {
 
 inline constexpr size_t kXTileTokens = avx2::kPackedXTile;  // tokens per packed x tile
-inline constexpr int kMaxTileTokens = 2 * kXTileTokens;      // a register tile spans two x tiles
-inline constexpr size_t kPanelTileRows = 16;                 // rows per panel (one zmm)
+inline constexpr int kMaxTileTokens = 2 * kXTileTokens;     // a register tile spans two x tiles
+inline constexpr size_t kPanelTileRows = 16;                // rows per panel (one zmm)
 
 // M tokens × P panels of f32 sums.
 template <int M, int P>
@@ -59,28 +59,28 @@ struct F32PanelTile {
 };
 
 // The GEMM schedule over m tokens of packed x (xp) and `panels` panels of k columns: token blocks
-// (x's block stays in L2 while every panel pair passes), column blocks of kc_max (a pair's block
-// stays in L1 while the block's token tiles pass), then panel pairs, then register tiles.
-// pair(k0, kc, p, two) prepares the pair (p, p + 1) (p alone when !two) for columns [k0, k0 + kc);
-// tile(tokens, t, x0, x1, kc, p, two, accumulate) runs one register tile of `tokens` tokens from
-// token t (x0, x1: its two x tiles at column k0).
-template <typename PairFn, typename TileFn>
-inline void ForEachPanelPairTile(size_t m, size_t k, size_t panels, size_t kc_max,
-                                 const float* xp, bool accumulate, const PairFn& pair,
-                                 const TileFn& tile) {
+// (x's block stays in L2 while every panel group passes), column blocks of kc_max (a group's block
+// stays in L1 while the block's token tiles pass), then groups of kGroup panels, then register
+// tiles of kTokens (6 or 12) tokens. group(k0, kc, p, n) prepares panels [p, p + n) for columns
+// [k0, k0 + kc); tile(tokens, t, x0, x1, kc, p, n, accumulate) runs one register tile of
+// `tokens` tokens from token t (x0, x1: its two x tiles at column k0) over those panels.
+template <size_t kGroup, size_t kTokens, typename GroupFn, typename TileFn>
+inline void ForEachPanelGroupTile(size_t m, size_t k, size_t panels, size_t kc_max, const float* xp,
+                                  bool accumulate, const GroupFn& group, const TileFn& tile) {
+  static_assert(kTokens % kXTileTokens == 0 && kTokens <= size_t(kMaxTileTokens));
   constexpr size_t kL2Budget = 256 * 1024, kMc = 32 * kXTileTokens;
   const size_t mc = m * k * sizeof(float) <= kL2Budget ? m : kMc;
   for (size_t t0 = 0; t0 < m; t0 += mc) {
     const size_t t1 = m - t0 < mc ? m : t0 + mc;
     for (size_t k0 = 0; k0 < k; k0 += kc_max) {
       const size_t kc = k - k0 < kc_max ? k - k0 : kc_max;
-      for (size_t p = 0; p < panels; p += 2) {
-        const bool two = p + 1 < panels;
-        pair(k0, kc, p, two);
-        for (size_t t = t0; t < t1; t += kMaxTileTokens) {
-          const size_t tokens = t1 - t < kMaxTileTokens ? t1 - t : kMaxTileTokens;
+      for (size_t p = 0; p < panels; p += kGroup) {
+        const size_t n = panels - p < kGroup ? panels - p : kGroup;
+        group(k0, kc, p, n);
+        for (size_t t = t0; t < t1; t += kTokens) {
+          const size_t tokens = t1 - t < kTokens ? t1 - t : kTokens;
           const float* x0 = xp + t * k + k0 * kXTileTokens;
-          tile(tokens, t, x0, x0 + kXTileTokens * k, kc, p, two, accumulate || k0 > 0);
+          tile(tokens, t, x0, x0 + kXTileTokens * k, kc, p, n, accumulate || k0 > 0);
         }
       }
     }

@@ -133,9 +133,17 @@ void PackTile(const float* x0, const float* x1, const float* const* pack, size_t
 
 using PackTileFn = void (*)(const float*, const float*, const float* const*, size_t, float*, size_t,
                             const size_t*, bool);
+// Register tiles of 12 tokens x 2 panels, as the bf16 panel kernel's (whose shapes were measured).
+constexpr size_t kGroupPanels = 2, kGroupTokens = 12;
 template <int P, int... M>
 constexpr auto MakePackTiles(std::integer_sequence<int, M...>) {
-  return std::array<PackTileFn, sizeof...(M) + 1>{nullptr, PackTile<M + 1, P>...};
+  return std::array<PackTileFn, kGroupTokens + 1>{nullptr, PackTile<M + 1, P>...};
+}
+template <int... P>
+constexpr auto AllPackTiles(std::integer_sequence<int, P...>) {
+  return std::array<std::array<PackTileFn, kGroupTokens + 1>, kGroupPanels + 1>{
+      std::array<PackTileFn, kGroupTokens + 1>{},
+      MakePackTiles<P + 1>(std::make_integer_sequence<int, kGroupTokens>())...};
 }
 
 // Columns per decoded block: two panels' blocks (16 KiB) and a register tile's x (6 KiB) in L1.
@@ -167,35 +175,31 @@ void GemvFp8Panels(const float* xr, size_t ld, size_t m, const WeightMatrix& w, 
 }
 
 size_t Fp8PanelPackFloats() {
-  return 2 * kPackCols * kRows;
+  return kGroupPanels * kPackCols * kRows;
 }
 
 void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                      bool accumulate, float* pack) {
-  static constexpr auto kTiles1 =
-      MakePackTiles<1>(std::make_integer_sequence<int, kMaxTileTokens>());
-  static constexpr auto kTiles2 =
-      MakePackTiles<2>(std::make_integer_sequence<int, kMaxTileTokens>());
+  static constexpr auto kPackTiles = AllPackTiles(std::make_integer_sequence<int, kGroupPanels>());
   const size_t k = w.cols, panels = (w.rows + kRows - 1) / kRows;
   const auto* codes = static_cast<const uint8_t*>(w.data);
   const auto* scales = static_cast<const float*>(w.scales);
   auto rows_of = [&](size_t p) { return w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows; };
-  const float* packs[2] = {pack, pack + kPackCols * kRows};
-  size_t rows[2];
-  // Each pair's block is decoded once per token block, then every register tile of it sweeps it.
-  ForEachPanelPairTile(
+  const float* packs[kGroupPanels];
+  for (size_t q = 0; q < kGroupPanels; ++q) packs[q] = pack + q * kPackCols * kRows;
+  size_t rows[kGroupPanels];
+  // Each group's block is decoded once per token block, then every register tile of it sweeps it.
+  ForEachPanelGroupTile<kGroupPanels, kGroupTokens>(
       m, k, panels, kPackCols, xp, accumulate,
-      [&](size_t k0, size_t kc, size_t p, bool two) {
-        for (size_t q = 0; q < (two ? 2u : 1u); ++q)
+      [&](size_t k0, size_t kc, size_t p, size_t n) {
+        for (size_t q = 0; q < n; ++q)
           DecodeBlock(codes + (p + q) * w.row_stride, scales + (p + q) * w.scale_stride, w.col0, k0,
                       kc, pack + q * kPackCols * kRows);
-        rows[0] = rows_of(p);
-        rows[1] = two ? rows_of(p + 1) : 0;
+        for (size_t q = 0; q < kGroupPanels; ++q) rows[q] = q < n ? rows_of(p + q) : 0;
       },
-      [&](size_t tokens, size_t t, const float* x0, const float* x1, size_t kc, size_t p, bool two,
+      [&](size_t tokens, size_t t, const float* x0, const float* x1, size_t kc, size_t p, size_t n,
           bool acc) {
-        (two ? kTiles2 : kTiles1)[tokens](x0, x1, packs, kc, y + t * ldy + p * kRows, ldy, rows,
-                                          acc);
+        kPackTiles[n][tokens](x0, x1, packs, kc, y + t * ldy + p * kRows, ldy, rows, acc);
       });
 }
 
