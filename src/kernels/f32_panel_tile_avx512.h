@@ -8,7 +8,9 @@
 
 #include <immintrin.h>
 
+#include <array>
 #include <cstddef>
+#include <utility>
 
 #include "kernels/internal.h"
 #include "kernels/simd_math_avx512.h"
@@ -57,6 +59,25 @@ struct F32PanelTile {
       }
   }
 };
+
+// The table of a kernel's register tiles: table[p][m] = make.template operator()<m, p>() for
+// 1 <= p <= kGroup panels and 1 <= m <= kTokens tokens (index 0 empty), so that a call picks its
+// tile by the group's panel count and the tile's token count.
+template <int P, typename Make, typename Table, size_t... M>
+constexpr void FillTileRow(const Make& make, Table& table, std::index_sequence<M...>) {
+  ((table[P][M + 1] = make.template operator()<int(M + 1), P>()), ...);
+}
+template <size_t kTokens, typename Make, typename Table, size_t... P>
+constexpr void FillTileRows(const Make& make, Table& table, std::index_sequence<P...>) {
+  (FillTileRow<int(P + 1)>(make, table, std::make_index_sequence<kTokens>()), ...);
+}
+template <size_t kGroup, size_t kTokens, typename Make>
+constexpr auto TileTable(const Make& make) {
+  using Fn = decltype(make.template operator()<1, 1>());
+  std::array<std::array<Fn, kTokens + 1>, kGroup + 1> table{};
+  FillTileRows<kTokens>(make, table, std::make_index_sequence<kGroup>());
+  return table;
+}
 
 // The GEMM schedule over m tokens of packed x (xp) and `panels` panels of k columns: token blocks
 // (x's block stays in L2 while every panel group passes), column blocks of kc_max (a group's block

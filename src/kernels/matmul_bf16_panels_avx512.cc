@@ -13,10 +13,8 @@
 // per token and row); the sums do not depend on how tokens or panels share a tile.
 #include <immintrin.h>
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 
 #include "kernels/bf16_panels.h"
 #include "kernels/f32_panel_tile_avx512.h"
@@ -112,27 +110,16 @@ void PanelGemv(const float* x, const bf16* const panel[P], size_t k, float* cons
   }
 }
 
-using TileFn = void (*)(const float*, const float*, const bf16* const*, size_t, float*, size_t,
-                        const size_t*, bool);
 // Register tiles of 12 tokens x 2 panels. One core, [1536 x 3072] bf16 at 512 tokens, 3 rounds
 // against 6 x 4 and 6 x 3: 97-126 / 76-125 / 111-123 GFLOP/s, within this host's noise.
 constexpr size_t kGroupPanels = 2, kGroupTokens = 12;
-template <int P, int... M>
-constexpr auto MakeTiles(std::integer_sequence<int, M...>) {
-  return std::array<TileFn, kGroupTokens + 1>{nullptr, PanelTile<M + 1, P>...};
-}
-template <int... P>
-constexpr auto AllTiles(std::integer_sequence<int, P...>) {
-  return std::array<std::array<TileFn, kGroupTokens + 1>, kGroupPanels + 1>{
-      std::array<TileFn, kGroupTokens + 1>{},
-      MakeTiles<P + 1>(std::make_integer_sequence<int, kGroupTokens>())...};
-}
+constexpr auto kTiles =
+    TileTable<kGroupPanels, kGroupTokens>([]<int M, int P>() { return &PanelTile<M, P>; });
 
 }  // namespace
 
 void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                       bool accumulate) {
-  static constexpr auto kTiles = AllTiles(std::make_integer_sequence<int, kGroupPanels>());
   const size_t k = w.cols, panels = (w.rows + kRows - 1) / kRows;
   const auto* base = static_cast<const bf16*>(w.data);
   auto rows_of = [&](size_t p) { return w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows; };

@@ -17,9 +17,7 @@
 // split over threads).
 #include <immintrin.h>
 
-#include <array>
 #include <cstdint>
-#include <utility>
 
 #include "kernels/e4m3_half_bits.h"
 #include "kernels/f32_panel_tile_avx512.h"
@@ -131,20 +129,10 @@ void PackTile(const float* x0, const float* x1, const float* const* pack, size_t
   tile.Store(y, ldy, rows, accumulate);
 }
 
-using PackTileFn = void (*)(const float*, const float*, const float* const*, size_t, float*, size_t,
-                            const size_t*, bool);
 // Register tiles of 12 tokens x 2 panels, as the bf16 panel kernel's (whose shapes were measured).
 constexpr size_t kGroupPanels = 2, kGroupTokens = 12;
-template <int P, int... M>
-constexpr auto MakePackTiles(std::integer_sequence<int, M...>) {
-  return std::array<PackTileFn, kGroupTokens + 1>{nullptr, PackTile<M + 1, P>...};
-}
-template <int... P>
-constexpr auto AllPackTiles(std::integer_sequence<int, P...>) {
-  return std::array<std::array<PackTileFn, kGroupTokens + 1>, kGroupPanels + 1>{
-      std::array<PackTileFn, kGroupTokens + 1>{},
-      MakePackTiles<P + 1>(std::make_integer_sequence<int, kGroupTokens>())...};
-}
+constexpr auto kPackTiles =
+    TileTable<kGroupPanels, kGroupTokens>([]<int M, int P>() { return &PackTile<M, P>; });
 
 // Columns per decoded block: two panels' blocks (16 KiB) and a register tile's x (6 KiB) in L1.
 constexpr size_t kPackCols = 128;
@@ -180,7 +168,6 @@ size_t Fp8PanelPackFloats() {
 
 void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                      bool accumulate, float* pack) {
-  static constexpr auto kPackTiles = AllPackTiles(std::make_integer_sequence<int, kGroupPanels>());
   const size_t k = w.cols, panels = (w.rows + kRows - 1) / kRows;
   const auto* codes = static_cast<const uint8_t*>(w.data);
   const auto* scales = static_cast<const float*>(w.scales);
