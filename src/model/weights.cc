@@ -53,9 +53,10 @@ size_t BytesOf(const kernels::WeightMatrix& w) {
 LoadOptions WeightLayoutFor(Isa isa, bool repack) {
   LoadOptions o;
   o.bf16_panels = repack && isa >= Isa::kAvx2;
-  // FP8 panels where the FP8 GEMV runs on f32 FMAs: AVX2, and AMX cores, whose vdpbf16ps runs at
-  // half their f32 FMA rate (Emerald Rapids: FP8 decode 41-44% -> 62-67% of the read bandwidth on
-  // the panels); the AVX-512 BF16 kernels (Zen 4 / 5) decode the checkpoint's rows in registers.
+  // FP8 panels where the FP8 GEMV runs on f32 FMAs: AVX2, AVX-512 without BF16, and AMX cores,
+  // whose vdpbf16ps runs at half their f32 FMA rate (Emerald Rapids: FP8 decode 41-44% -> 62-67%
+  // of the read bandwidth on the panels); the AVX-512 BF16 kernels (Zen 4 / 5) decode the
+  // checkpoint's rows in registers.
   o.fp8_panels = repack && isa >= Isa::kAvx2 && (isa < Isa::kAvx512Bf16 || isa == Isa::kAmx);
   o.fp8_huge_pages = repack && isa >= Isa::kAvx512Bf16 && !o.fp8_panels;
   return o;
