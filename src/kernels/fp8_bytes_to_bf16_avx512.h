@@ -1,8 +1,9 @@
-// e4m3 codes of a 16-row FP8 panel (fp8_panels.h) decoded to exact bf16 pairs, for the AMX
-// translation units (AVX-512 BW / BF16, VBMI and GFNI: include only from TUs built with the AMX
-// flags): by byte tables (Decoder), or for weights by two GF(2)-affine byte maps with the tables
-// patching zero and subnormal codes (AffineDecoder). AffineDecoder serves the amx FP8 GEMV
-// (matmul_fp8_panels_amx.cc) and the tile GEMM's per-step decode (matmul_quant_amx.cc);
+// e4m3 codes of a 16-row FP8 panel (fp8_panels.h) decoded to exact bf16 pairs (AVX-512 BW, VBMI
+// and GFNI: include only from TUs built with those; the bf16 pairs are plain integer vectors, no
+// BF16 instruction is used): by byte tables (Decoder), or for weights by two GF(2)-affine byte
+// maps with the tables patching zero and subnormal codes (AffineDecoder). AffineDecoder serves the
+// amx FP8 GEMV (matmul_fp8_panels_amx.cc), the tile GEMM's per-step decode (matmul_quant_amx.cc)
+// and the avx512 FP8 GEMV on VBMI / GFNI cores (matmul_fp8_panels_avx512_gfni.cc);
 // RowDecoder, the tables in a row's own order, the amx attention tile's FP8 K / V rows
 // (attention_amx.cc).
 #pragma once

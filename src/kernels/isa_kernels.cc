@@ -189,10 +189,20 @@ void Avx512FmaBf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0
                      });
 }
 
-// FP8 panels: below kGemmMinM tokens (x as rounded f32 rows) the f32-FMA GEMV with a whole panel
-// column in one register, else the f32 register tile on decoded blocks (x packed).
+// FP8 panels: below kGemmMinM tokens (x as rounded f32 rows) the f32-FMA GEMVs with a whole panel
+// column in one register (up to 3 tokens on views from a 4-column group, the codes decoded by
+// GF(2)-affine maps where the CPU has VBMI and GFNI: Ice Lake, not Cascade Lake; the ISA levels
+// are a line, so this one feature is asked here, once), else the f32 register tile on decoded
+// blocks (x packed).
 void Avx512Fp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                         size_t ldy, bool accumulate, WorkerScratch& s) {
+  static const bool affine = GetCpuFeatures().avx512_vbmi && GetCpuFeatures().gfni;
+  if (affine && x.f32 && x.m <= avx512::kFp8AffineGemvMaxTokens && w.col0 % 4 == 0)
+    return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
+                              [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
+                                avx512::GemvFp8PanelsAffine(x.f32, x.ld, x.m,
+                                                            Fp8PanelRows(w, g0, n), yg, ldyg, acc);
+                              });
   if (x.f32 && x.m < kGemmMinM)
     return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                               [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {

@@ -196,20 +196,14 @@ TEST_P(Fp8PanelsEveryIsa, MatMulOverSeveralTokenBlocksMatchesBlockReference) {
   }
 }
 
-// The AVX-512 f32 FP8 panel GEMV (the avx512 table's below 8 tokens, the amx table's for views
-// off its 4- and 32-column steps) is the AVX2 kernel's register-tile arithmetic lane for lane: the
-// same y bit for bit where the AVX2 kernel uses its tiles (m <= 3; above, it scales each weight
-// before an f32 GEMM), for views off the scale blocks, odd panels.
-TEST(Fp8Panels, Avx512GemvEqualsAvx2BitForBit) {
-  if (MachineIsa() < Isa::kAvx512)
-    GTEST_SKIP() << "avx512 is not available on this machine (it runs " << IsaName(MachineIsa())
-                 << ")";
+// y of an FP8 panel GEMV against the AVX2 kernel's, bit for bit, on the given views (r0, n, c0, k)
+// of a random weight, for 1 to 3 tokens, with and without accumulate.
+template <typename Gemv>
+void ExpectGemvEqualsAvx2BitForBit(const std::vector<std::array<size_t, 4>>& views,
+                                   const Gemv& gemv) {
   std::mt19937 rng(6);
   const Fp8 f = RandomFp8(300, 400, rng);
-  for (auto [r0, n, c0, k] : {std::array<size_t, 4>{5, 37, 70, 300},
-                              {0, 64, 0, 400},
-                              {130, 50, 1, 129},
-                              {100, 77, 96, 293}}) {
+  for (auto [r0, n, c0, k] : views) {
     const Panels p = Repack(f.View(r0, n, c0, k));
     for (size_t m = 1; m <= 3; ++m) {
       const size_t ld = k + 5, ldy = n + 3;
@@ -222,7 +216,7 @@ TEST(Fp8Panels, Avx512GemvEqualsAvx2BitForBit) {
       for (bool accumulate : {false, true}) {
         std::vector<float> want(m * ldy, 0.5f), got(m * ldy, 0.5f);
         avx2::MatMulFp8Panels(xp, m, p.view, want.data(), ldy, accumulate, pack);
-        avx512::GemvFp8Panels(x.data(), ld, m, p.view, got.data(), ldy, accumulate);
+        gemv(x.data(), ld, m, p.view, got.data(), ldy, accumulate);
         for (size_t i = 0; i < want.size(); ++i)
           ASSERT_EQ(std::memcmp(&want[i], &got[i], 4), 0)
               << "view " << r0 << "," << c0 << " m " << m << " acc " << accumulate << " i " << i
@@ -230,6 +224,33 @@ TEST(Fp8Panels, Avx512GemvEqualsAvx2BitForBit) {
       }
     }
   }
+}
+
+// The AVX-512 f32 FP8 panel GEMV (the avx512 table's below 8 tokens, the amx table's for views
+// off its 4- and 32-column steps) is the AVX2 kernel's register-tile arithmetic lane for lane: the
+// same y bit for bit where the AVX2 kernel uses its tiles (m <= 3; above, it scales each weight
+// before an f32 GEMM), for views off the scale blocks, odd panels.
+TEST(Fp8Panels, Avx512GemvEqualsAvx2BitForBit) {
+  if (MachineIsa() < Isa::kAvx512)
+    GTEST_SKIP() << "avx512 is not available on this machine (it runs " << IsaName(MachineIsa())
+                 << ")";
+  ExpectGemvEqualsAvx2BitForBit(
+      {{5, 37, 70, 300}, {0, 64, 0, 400}, {130, 50, 1, 129}, {100, 77, 96, 293}},
+      avx512::GemvFp8Panels);
+}
+
+// The avx512 table's GEMV on VBMI / GFNI cores (codes decoded by GF(2)-affine maps, e4m3 values
+// instead of e4m3 · 2^-8) keeps the same bits, on views from 4-column groups: a last group cut to
+// 1-3 columns, scale blocks cut by the view, odd panels. (Every code, zero and subnormal ones
+// included: EveryFiniteCodeExact through the table.)
+TEST(Fp8Panels, Avx512AffineGemvEqualsAvx2BitForBit) {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if (MachineIsa() < Isa::kAvx512 || !cpu.avx512_vbmi || !cpu.gfni)
+    GTEST_SKIP() << "this machine lacks AVX-512 VBMI / GFNI (it runs " << IsaName(MachineIsa())
+                 << ")";
+  ExpectGemvEqualsAvx2BitForBit(
+      {{0, 64, 0, 400}, {100, 77, 96, 293}, {20, 45, 4, 251}, {3, 29, 8, 130}, {7, 16, 124, 9}},
+      avx512::GemvFp8PanelsAffine);
 }
 
 // x packed once for the whole call (MatMul's path on AVX2) or by each thread from the rounded

@@ -1,0 +1,154 @@
+// The avx512 table's FP8 panel GEMV (1-3 tokens) on cores with VBMI and GFNI but no BF16 (Ice
+// Lake): codes decoded to exact bf16 pairs by the GF(2)-affine byte maps of the amx GEMV
+// (fp8_bytes_to_bf16_avx512.h: a vpermb, two vgf2p8affineqb, a test and two unpacks per 64 codes),
+// each pair widened to two f32 columns by a shift and a mask, products on f32 FMAs.
+//
+// Why: the fp16 route (matmul_fp8_panels_avx512.cc) spends 7 port-0/5 uops per 16 codes (widen,
+// two shifts, a mask, a two-uop vcvtph2ps, the FMA); this one ~15 per 64 at one token, which the
+// FP8 bench checkpoint's decode needs to stream its experts near the read bandwidth on 2 cores.
+// Cascade Lake (AVX-512 VNNI without VBMI / GFNI) keeps the fp16 route: the avx512 table asks the
+// CPU once (Avx512Fp8PanelRows).
+//
+// Numerics: per lane (row), the fp16 route's and the AVX2 SmallTile's arithmetic: per 128-column
+// scale block one FMA chain over the columns in order, then acc += sum · scale. The weights here
+// are e4m3 values, there e4m3 · 2^-8 (their sum multiplied back by 256 before the scale): every
+// step of the chain is the same up to that power of two, so y is the same bit for bit unless a
+// partial sum falls below 2^-118, where the scaled chain rounds in the subnormal range.
+#include <immintrin.h>
+
+#include <cstdint>
+
+#include "kernels/fp8_bytes_to_bf16_avx512.h"
+#include "kernels/fp8_panels.h"
+#include "kernels/internal.h"
+#include "kernels/simd_math_avx512.h"
+
+namespace moeserve::kernels::avx512 {
+namespace {
+
+using amx::AffineDecoder;
+using amx::kGroupCols;
+using amx::LoadGroup;
+
+constexpr size_t kRows = kFp8PanelRows;
+constexpr size_t kBlock = kFp8ScaleBlock;
+
+// Read ahead of the stream into L2, as the amx GEMV does.
+constexpr size_t kAhead = 4096;
+
+// A vector of bf16 pairs (lane r: W[r, c] | W[r, c + 1] << 16) as the two f32 columns.
+inline __m512 EvenColumn(__m512bh pairs) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32((__m512i)pairs, 16));
+}
+inline __m512 OddColumn(__m512bh pairs) {
+  return _mm512_castsi512_ps(
+      _mm512_and_si512((__m512i)pairs, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+}
+
+// Columns [0, k) of the view, cut where a 128-column scale block of the full weight ends (with
+// col0 % 4 == 0 every cut but the last falls on a 4-column group).
+template <typename Fn>
+[[gnu::always_inline]] inline void ForEachScaleBlock(size_t col0, size_t k, const Fn& fn) {
+  for (size_t c = 0; c < k;) {
+    const size_t end_global = ((col0 + c) / kBlock + 1) * kBlock;
+    const size_t end = end_global - col0 < k ? end_global - col0 : k;
+    fn(c, end, (col0 + c) / kBlock - col0 / kBlock);
+    c = end;
+  }
+}
+
+// M tokens (rows of xr, ld apart, rounded to bf16) × P panels (at panel[p], scales[p]); rows[p]
+// of panel p's 16 stored into y[p] (ldy between tokens). One chain per (panel, token), the
+// columns in order.
+template <int P, int M>
+void PanelTile(const AffineDecoder& d, const float* xr, size_t ld, const uint8_t* const panel[P],
+               const float* const scales[P], size_t k, size_t col0, float* const y[P], size_t ldy,
+               const size_t rows[P], bool accumulate) {
+  __m512 acc[P][M];
+  for (int p = 0; p < P; ++p)
+    for (int t = 0; t < M; ++t) acc[p][t] = _mm512_setzero_ps();
+  ForEachScaleBlock(col0, k, [&](size_t c0, size_t c1, size_t b) {
+    __m512 s[P][M];
+    for (int p = 0; p < P; ++p)
+      for (int t = 0; t < M; ++t) s[p][t] = _mm512_setzero_ps();
+    for (size_t c = c0; c < c1; c += kGroupCols) {
+      __m512 w[P][kGroupCols];
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) {
+        const uint8_t* g = panel[p] + c * kRows;
+        _mm_prefetch(reinterpret_cast<const char*>(g) + kAhead, _MM_HINT_T1);
+        __m512bh w01, w23;
+        d.Decode(c + kGroupCols <= k ? _mm512_loadu_si512(g) : LoadGroup(panel[p], c, k), w01,
+                 w23);
+        w[p][0] = EvenColumn(w01);
+        w[p][1] = OddColumn(w01);
+        w[p][2] = EvenColumn(w23);
+        w[p][3] = OddColumn(w23);
+      }
+      auto column = [&](size_t j) {
+#pragma GCC unroll 4
+        for (int t = 0; t < M; ++t) {
+          const __m512 xv = _mm512_set1_ps(xr[t * ld + c + j]);
+#pragma GCC unroll 2
+          for (int p = 0; p < P; ++p) s[p][t] = _mm512_fmadd_ps(xv, w[p][j], s[p][t]);
+        }
+      };
+      if (c + kGroupCols <= c1) {
+#pragma GCC unroll 4
+        for (size_t j = 0; j < kGroupCols; ++j) column(j);
+      } else {  // the view's last columns (k not a multiple of 4)
+        for (size_t j = 0; j < c1 - c; ++j) column(j);
+      }
+    }
+    for (int p = 0; p < P; ++p) {
+      const __m512 sc = _mm512_loadu_ps(scales[p] + b * kRows);
+      for (int t = 0; t < M; ++t) acc[p][t] = _mm512_fmadd_ps(s[p][t], sc, acc[p][t]);
+    }
+  });
+  for (int p = 0; p < P; ++p)
+    for (int t = 0; t < M; ++t) {
+      const __mmask16 mask = TailMask16(rows[p]);
+      float* out = y[p] + t * ldy;
+      __m512 v = acc[p][t];
+      if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, out));
+      _mm512_mask_storeu_ps(out, mask, v);
+    }
+}
+
+using TileFn = void (*)(const AffineDecoder&, const float*, size_t, const uint8_t* const*,
+                        const float* const*, size_t, size_t, float* const*, size_t, const size_t*,
+                        bool);
+template <int P>
+constexpr TileFn kTiles[kFp8AffineGemvMaxTokens + 1] = {nullptr, PanelTile<P, 1>, PanelTile<P, 2>,
+                                                        PanelTile<P, 3>};
+
+}  // namespace
+
+void GemvFp8PanelsAffine(const float* xr, size_t ld, size_t m, const WeightMatrix& w, float* y,
+                         size_t ldy, bool accumulate) {
+  const size_t k = w.cols, panels = (w.rows + kRows - 1) / kRows;
+  const auto* codes = static_cast<const uint8_t*>(w.data);
+  const auto* scales = static_cast<const float*>(w.scales);
+  const AffineDecoder d;
+  auto rows_of = [&](size_t p) { return w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows; };
+  // The panels in pairs (j, j + half): two streams per core for the hardware prefetchers and two
+  // independent chains per token. A lone panel goes last.
+  const size_t half = panels / 2;
+  for (size_t j = 0; j < half; ++j) {
+    const uint8_t* const pp[2] = {codes + j * w.row_stride, codes + (j + half) * w.row_stride};
+    const float* const ps[2] = {scales + j * w.scale_stride, scales + (j + half) * w.scale_stride};
+    float* const yp[2] = {y + j * kRows, y + (j + half) * kRows};
+    const size_t rows[2] = {rows_of(j), rows_of(j + half)};
+    kTiles<2>[m](d, xr, ld, pp, ps, k, w.col0, yp, ldy, rows, accumulate);
+  }
+  if (panels % 2 == 1) {
+    const size_t p = panels - 1;
+    const uint8_t* const pp[1] = {codes + p * w.row_stride};
+    const float* const ps[1] = {scales + p * w.scale_stride};
+    float* const yp[1] = {y + p * kRows};
+    const size_t rows[1] = {rows_of(p)};
+    kTiles<1>[m](d, xr, ld, pp, ps, k, w.col0, yp, ldy, rows, accumulate);
+  }
+}
+
+}  // namespace moeserve::kernels::avx512
