@@ -78,8 +78,7 @@ void PanelTile(const AffineDecoder& d, const float* xr, size_t ld, const uint8_t
         const uint8_t* g = panel[p] + c * kRows;
         _mm_prefetch(reinterpret_cast<const char*>(g) + kAhead, _MM_HINT_T1);
         __m512bh w01, w23;
-        d.Decode(c + kGroupCols <= k ? _mm512_loadu_si512(g) : LoadGroup(panel[p], c, k), w01,
-                 w23);
+        d.Decode(c + kGroupCols <= k ? _mm512_loadu_si512(g) : LoadGroup(panel[p], c, k), w01, w23);
         w[p][0] = EvenColumn(w01);
         w[p][1] = OddColumn(w01);
         w[p][2] = EvenColumn(w23);
