@@ -53,6 +53,21 @@ WeightMatrix Fp8PanelRows(const WeightMatrix& w, size_t n0, size_t n);
 // W[r, c] of a kFp8Panel view as f32.
 float Fp8PanelElement(const WeightMatrix& w, size_t r, size_t c);
 
+// Columns [c0, c1) of a view starting at column col0 of its weight, cut where a 128-column scale
+// block of the full weight ends: fn(c, end, b) for each piece, b the block's index counted from the
+// view's first block (its scales at scales + b · kFp8PanelRows within a panel). With col0 % 4 == 0
+// every cut but one at c1 falls on a 4-column group.
+template <typename Fn>
+[[gnu::always_inline]] inline void ForEachFp8ScaleBlock(size_t col0, size_t c0, size_t c1,
+                                                        const Fn& fn) {
+  for (size_t c = c0; c < c1;) {
+    const size_t end_global = ((col0 + c) / kFp8ScaleBlock + 1) * kFp8ScaleBlock;
+    const size_t end = end_global - col0 < c1 ? end_global - col0 : c1;
+    fn(c, end, (col0 + c) / kFp8ScaleBlock - col0 / kFp8ScaleBlock);
+    c = end;
+  }
+}
+
 // The one-token GEMVs' walk (AVX2 and AVX-512): the view's full panels in pairs (j, j + half),
 // two streams per core for the hardware prefetchers; pair(p, q) for each. Returns the first panel
 // left for the caller's one-panel kernels (the odd full panel and a partial last one).

@@ -34,7 +34,6 @@ namespace moeserve::kernels::amx {
 namespace {
 
 constexpr size_t kRows = kFp8PanelRows;
-constexpr size_t kBlock = kFp8ScaleBlock;
 constexpr size_t kTile = avx512bf16::kBf16PanelXTile;  // tokens per x tile (kPanelPairs layout)
 
 inline __m512bh Broadcast(const uint32_t* pair) {
@@ -45,18 +44,6 @@ inline void Store(float* y, __m512 v, size_t rows, bool accumulate) {
   const __mmask16 mask = rows >= 16 ? __mmask16(0xffff) : __mmask16((1u << rows) - 1);
   if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y));
   _mm512_mask_storeu_ps(y, mask, v);
-}
-
-// Columns [0, k) of the view, cut where a 128-column scale block of the full weight ends (with
-// col0 % 4 == 0 every cut but the last falls on a 4-column group).
-template <typename Fn>
-[[gnu::always_inline]] inline void ForEachScaleBlock(size_t col0, size_t k, const Fn& fn) {
-  for (size_t c = 0; c < k;) {
-    const size_t end_global = ((col0 + c) / kBlock + 1) * kBlock;
-    const size_t end = end_global - col0 < k ? end_global - col0 : k;
-    fn(c, end, (col0 + c) / kBlock - col0 / kBlock);
-    c = end;
-  }
 }
 
 // Read ahead of the stream into L2: without it the GEMV read 55-60% of the read probe from DRAM,
@@ -78,7 +65,7 @@ void PanelTile(const AffineDecoder& d, const uint32_t* xp, const uint8_t* const 
   __m512 acc[P][M];
   for (int p = 0; p < P; ++p)
     for (int t = 0; t < M; ++t) acc[p][t] = _mm512_setzero_ps();
-  ForEachScaleBlock(col0, k, [&](size_t c0, size_t c1, size_t b) {
+  ForEachFp8ScaleBlock(col0, 0, k, [&](size_t c0, size_t c1, size_t b) {
     __m512 s[P][M][2 * U];
     for (int p = 0; p < P; ++p)
       for (int t = 0; t < M; ++t)

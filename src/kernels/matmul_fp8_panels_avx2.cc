@@ -16,7 +16,6 @@ namespace moeserve::kernels::avx2 {
 namespace {
 
 constexpr size_t kRows = kFp8PanelRows;
-constexpr size_t kBlock = kFp8ScaleBlock;
 constexpr size_t kTile = kPackedXTile;
 
 // Column of 16 codes → e4m3 · 2^-8 as f32 (through fp16 bits, e4m3_half_bits.h), rows 0..7 (lo)
@@ -31,17 +30,6 @@ inline void Prefetch(const uint8_t* col) {
   _mm_prefetch(reinterpret_cast<const char*>(col) + 4096, _MM_HINT_T0);
 }
 
-// Columns [c0, c1) of the view, cut where a 128-column scale block of the full weight ends.
-template <typename Fn>
-inline void ForEachScaleBlock(size_t col0, size_t c0, size_t c1, const Fn& fn) {
-  for (size_t c = c0; c < c1;) {
-    const size_t end_global = ((col0 + c) / kBlock + 1) * kBlock;
-    const size_t end = end_global - col0 < c1 ? end_global - col0 : c1;
-    fn(c, end, (col0 + c) / kBlock - col0 / kBlock);
-    c = end;
-  }
-}
-
 // M ≤ 3 tokens × a panel's 16 rows over all columns. Per scale block: Σ x · (e4m3 · 2^-8) in
 // registers, then acc += (sum · 256) · scale.
 template <int M>
@@ -50,7 +38,7 @@ void SmallTile(const float* xp, const uint8_t* panel, const float* scales, size_
   __m256 acc[M][2];
   for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
   const __m256 k256 = _mm256_set1_ps(256.0f);
-  ForEachScaleBlock(col0, 0, k, [&](size_t c0, size_t c1, size_t b) {
+  ForEachFp8ScaleBlock(col0, 0, k, [&](size_t c0, size_t c1, size_t b) {
     __m256 s[M][2];
     for (int t = 0; t < M; ++t) s[t][0] = s[t][1] = _mm256_setzero_ps();
     for (size_t i = c0; i < c1; ++i) {
@@ -84,7 +72,7 @@ void SmallPair1(const float* xp, const uint8_t* p, const float* sp, const uint8_
                 const float* sq, size_t k, size_t col0, float* yp, float* yq, bool accumulate) {
   __m256 ap0 = _mm256_setzero_ps(), ap1 = ap0, aq0 = ap0, aq1 = ap0;
   const __m256 k256 = _mm256_set1_ps(256.0f);
-  ForEachScaleBlock(col0, 0, k, [&](size_t c0, size_t c1, size_t b) {
+  ForEachFp8ScaleBlock(col0, 0, k, [&](size_t c0, size_t c1, size_t b) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, t0 = s0, t1 = s0;
     for (size_t i = c0; i < c1; ++i) {
       if (i % 4 == 0) {
@@ -119,7 +107,7 @@ constexpr SmallFn kSmall[4] = {nullptr, SmallTile<1>, SmallTile<2>, SmallTile<3>
 void DecodeBlock(const uint8_t* panel, const float* scales, size_t col0, size_t k0, size_t kc,
                  float* pack) {
   const __m256 k256 = _mm256_set1_ps(256.0f);
-  ForEachScaleBlock(col0, k0, k0 + kc, [&](size_t c0, size_t c1, size_t b) {
+  ForEachFp8ScaleBlock(col0, k0, k0 + kc, [&](size_t c0, size_t c1, size_t b) {
     const __m256 sc0 = _mm256_loadu_ps(scales + b * kRows),
                  sc1 = _mm256_loadu_ps(scales + b * kRows + 8);
     for (size_t i = c0; i < c1; ++i) {

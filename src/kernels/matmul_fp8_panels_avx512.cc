@@ -30,7 +30,6 @@ namespace moeserve::kernels::avx512 {
 namespace {
 
 constexpr size_t kRows = kFp8PanelRows;
-constexpr size_t kBlock = kFp8ScaleBlock;
 
 // Column of 16 codes → e4m3 · 2^-8 as f32 (through fp16 bits, e4m3_half_bits.h), lane r = row r.
 inline __m512 DecodeColumn(const uint8_t* col) {
@@ -39,17 +38,6 @@ inline __m512 DecodeColumn(const uint8_t* col) {
 
 inline void Prefetch(const uint8_t* col) {
   _mm_prefetch(reinterpret_cast<const char*>(col) + 4096, _MM_HINT_T0);
-}
-
-// Columns [0, k) of the view, cut where a 128-column scale block of the full weight ends.
-template <typename Fn>
-inline void ForEachScaleBlock(size_t col0, size_t k, const Fn& fn) {
-  for (size_t c = 0; c < k;) {
-    const size_t end_global = ((col0 + c) / kBlock + 1) * kBlock;
-    const size_t end = end_global - col0 < k ? end_global - col0 : k;
-    fn(c, end, (col0 + c) / kBlock - col0 / kBlock);
-    c = end;
-  }
 }
 
 inline void Store(float* y, __m512 v, size_t rows, bool accumulate) {
@@ -65,7 +53,7 @@ void Tile(const float* xr, size_t ld, const uint8_t* panel, const float* scales,
   __m512 acc[M];
   for (int t = 0; t < M; ++t) acc[t] = _mm512_setzero_ps();
   const __m512 k256 = _mm512_set1_ps(256.0f);
-  ForEachScaleBlock(col0, k, [&](size_t c0, size_t c1, size_t b) {
+  ForEachFp8ScaleBlock(col0, 0, k, [&](size_t c0, size_t c1, size_t b) {
     __m512 s[M];
     for (int t = 0; t < M; ++t) s[t] = _mm512_setzero_ps();
     for (size_t i = c0; i < c1; ++i) {
@@ -85,7 +73,7 @@ void Pair1(const float* x, const uint8_t* p, const float* sp, const uint8_t* q, 
            size_t k, size_t col0, float* yp, float* yq, bool accumulate) {
   __m512 ap = _mm512_setzero_ps(), aq = ap;
   const __m512 k256 = _mm512_set1_ps(256.0f);
-  ForEachScaleBlock(col0, k, [&](size_t c0, size_t c1, size_t b) {
+  ForEachFp8ScaleBlock(col0, 0, k, [&](size_t c0, size_t c1, size_t b) {
     __m512 s = _mm512_setzero_ps(), t = s;
     for (size_t i = c0; i < c1; ++i) {
       if (i % 4 == 0) {
@@ -108,12 +96,11 @@ void Pair1(const float* x, const uint8_t* p, const float* sp, const uint8_t* q, 
 void DecodeBlock(const uint8_t* panel, const float* scales, size_t col0, size_t k0, size_t kc,
                  float* pack) {
   const __m512 k256 = _mm512_set1_ps(256.0f);
-  ForEachScaleBlock(col0 + k0, kc, [&](size_t c0, size_t c1, size_t b) {
-    const __m512 sc = _mm512_loadu_ps(scales + ((col0 + k0) / kBlock - col0 / kBlock + b) * kRows);
+  ForEachFp8ScaleBlock(col0, k0, k0 + kc, [&](size_t c0, size_t c1, size_t b) {
+    const __m512 sc = _mm512_loadu_ps(scales + b * kRows);
     for (size_t i = c0; i < c1; ++i)
-      _mm512_store_ps(
-          pack + i * kRows,
-          _mm512_mul_ps(_mm512_mul_ps(DecodeColumn(panel + (k0 + i) * kRows), k256), sc));
+      _mm512_store_ps(pack + (i - k0) * kRows,
+                      _mm512_mul_ps(_mm512_mul_ps(DecodeColumn(panel + i * kRows), k256), sc));
   });
 }
 

@@ -31,7 +31,6 @@ using amx::kGroupCols;
 using amx::LoadGroup;
 
 constexpr size_t kRows = kFp8PanelRows;
-constexpr size_t kBlock = kFp8ScaleBlock;
 
 // Read ahead of the stream into L2, as the amx GEMV does.
 constexpr size_t kAhead = 4096;
@@ -45,18 +44,6 @@ inline __m512 OddColumn(__m512bh pairs) {
       _mm512_and_si512((__m512i)pairs, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
 }
 
-// Columns [0, k) of the view, cut where a 128-column scale block of the full weight ends (with
-// col0 % 4 == 0 every cut but the last falls on a 4-column group).
-template <typename Fn>
-[[gnu::always_inline]] inline void ForEachScaleBlock(size_t col0, size_t k, const Fn& fn) {
-  for (size_t c = 0; c < k;) {
-    const size_t end_global = ((col0 + c) / kBlock + 1) * kBlock;
-    const size_t end = end_global - col0 < k ? end_global - col0 : k;
-    fn(c, end, (col0 + c) / kBlock - col0 / kBlock);
-    c = end;
-  }
-}
-
 // M tokens (rows of xr, ld apart, rounded to bf16) × P panels (at panel[p], scales[p]); rows[p]
 // of panel p's 16 stored into y[p] (ldy between tokens). One chain per (panel, token), the
 // columns in order.
@@ -67,7 +54,7 @@ void PanelTile(const AffineDecoder& d, const float* xr, size_t ld, const uint8_t
   __m512 acc[P][M];
   for (int p = 0; p < P; ++p)
     for (int t = 0; t < M; ++t) acc[p][t] = _mm512_setzero_ps();
-  ForEachScaleBlock(col0, k, [&](size_t c0, size_t c1, size_t b) {
+  ForEachFp8ScaleBlock(col0, 0, k, [&](size_t c0, size_t c1, size_t b) {
     __m512 s[P][M];
     for (int p = 0; p < P; ++p)
       for (int t = 0; t < M; ++t) s[p][t] = _mm512_setzero_ps();
