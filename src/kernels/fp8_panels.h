@@ -78,4 +78,26 @@ inline size_t ForEachFullFp8PanelPair(const WeightMatrix& w, const PairFn& pair)
   return 2 * half;
 }
 
+// The GF(2)-affine GEMVs' walk (amx and avx512, 1-3 tokens): the view's panels in pairs
+// (j, j + half), the last one alone when their count is odd; group(codes, scales, y, rows, n) with
+// n (2 or 1) panels' codes, scales, first y column (y + panel · 16) and stored row counts.
+template <typename GroupFn>
+inline void ForEachFp8PanelPairOrLast(const WeightMatrix& w, float* y, const GroupFn& group) {
+  const size_t panels = (w.rows + kFp8PanelRows - 1) / kFp8PanelRows, half = panels / 2;
+  const auto* codes = static_cast<const uint8_t*>(w.data);
+  const auto* scales = static_cast<const float*>(w.scales);
+  auto rows_of = [&](size_t p) {
+    return w.rows - p * kFp8PanelRows < kFp8PanelRows ? w.rows - p * kFp8PanelRows : kFp8PanelRows;
+  };
+  auto run = [&](size_t p, size_t q, size_t n) {
+    const uint8_t* const pp[2] = {codes + p * w.row_stride, codes + q * w.row_stride};
+    const float* const ps[2] = {scales + p * w.scale_stride, scales + q * w.scale_stride};
+    float* const yp[2] = {y + p * kFp8PanelRows, y + q * kFp8PanelRows};
+    const size_t rows[2] = {rows_of(p), rows_of(q)};
+    group(pp, ps, yp, rows, n);
+  };
+  for (size_t j = 0; j < half; ++j) run(j, j + half, 2);
+  if (panels % 2 == 1) run(panels - 1, panels - 1, 1);
+}
+
 }  // namespace moeserve::kernels

@@ -112,29 +112,15 @@ constexpr TileFn kTiles[kFp8AffineGemvMaxTokens + 1] = {nullptr, PanelTile<P, 1>
 
 void GemvFp8PanelsAffine(const float* xr, size_t ld, size_t m, const WeightMatrix& w, float* y,
                          size_t ldy, bool accumulate) {
-  const size_t k = w.cols, panels = (w.rows + kRows - 1) / kRows;
-  const auto* codes = static_cast<const uint8_t*>(w.data);
-  const auto* scales = static_cast<const float*>(w.scales);
   const AffineDecoder d;
-  auto rows_of = [&](size_t p) { return w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows; };
-  // The panels in pairs (j, j + half): two streams per core for the hardware prefetchers and two
-  // independent chains per token. A lone panel goes last.
-  const size_t half = panels / 2;
-  for (size_t j = 0; j < half; ++j) {
-    const uint8_t* const pp[2] = {codes + j * w.row_stride, codes + (j + half) * w.row_stride};
-    const float* const ps[2] = {scales + j * w.scale_stride, scales + (j + half) * w.scale_stride};
-    float* const yp[2] = {y + j * kRows, y + (j + half) * kRows};
-    const size_t rows[2] = {rows_of(j), rows_of(j + half)};
-    kTiles<2>[m](d, xr, ld, pp, ps, k, w.col0, yp, ldy, rows, accumulate);
-  }
-  if (panels % 2 == 1) {
-    const size_t p = panels - 1;
-    const uint8_t* const pp[1] = {codes + p * w.row_stride};
-    const float* const ps[1] = {scales + p * w.scale_stride};
-    float* const yp[1] = {y + p * kRows};
-    const size_t rows[1] = {rows_of(p)};
-    kTiles<1>[m](d, xr, ld, pp, ps, k, w.col0, yp, ldy, rows, accumulate);
-  }
+  // Two panels at a time: two streams per core for the hardware prefetchers, and each decoded
+  // group serves twice the chains.
+  ForEachFp8PanelPairOrLast(w, y,
+                            [&](const uint8_t* const* pp, const float* const* ps, float* const* yp,
+                                const size_t* rows, size_t n) {
+                              (n == 2 ? kTiles<2>[m] : kTiles<1>[m])(
+                                  d, xr, ld, pp, ps, w.cols, w.col0, yp, ldy, rows, accumulate);
+                            });
 }
 
 }  // namespace moeserve::kernels::avx512
