@@ -144,12 +144,14 @@ void Avx2QuantRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t 
   }
 }
 
-void Avx2Bf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
-                       size_t ldy, bool accumulate, WorkerScratch& s) {
+// bf16 panels on x in avx2::PackX's tiles (the AVX2 kernel, and the avx512 table's f32-FMA one).
+template <void (*Kernel)(const float*, size_t, const WeightMatrix&, float*, size_t, bool)>
+void PackedXBf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
+                          size_t ldy, bool accumulate, WorkerScratch& s) {
   const float* xp = PackedXForAvx2(x, w.cols, s);
   RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                      [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
-                       avx2::MatMulBf16Panels(xp, x.m, Bf16PanelRows(w, g0, n), yg, ldyg, acc);
+                       Kernel(xp, x.m, Bf16PanelRows(w, g0, n), yg, ldyg, acc);
                      });
 }
 
@@ -178,15 +180,6 @@ void Avx512DenseF32Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, si
                         size_t ldy, bool accumulate, WorkerScratch& s) {
   const float* wn = static_cast<const float*>(w.data) + n0 * w.row_stride;
   avx512::GemvF32(x.f32, x.ld, x.m, wn, w.row_stride, w.cols, n1 - n0, y + n0, ldy, accumulate);
-}
-
-void Avx512FmaBf16PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1,
-                            float* y, size_t ldy, bool accumulate, WorkerScratch& s) {
-  const float* xp = PackedXForAvx2(x, w.cols, s);
-  RowsFromGroupStart(kBf16PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
-                     [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
-                       avx512::MatMulBf16Panels(xp, x.m, Bf16PanelRows(w, g0, n), yg, ldyg, acc);
-                     });
 }
 
 // FP8 panels: below kGemmMinM tokens (x as rounded f32 rows) the f32-FMA GEMVs with a whole panel
@@ -414,7 +407,8 @@ constexpr IsaKernels kScalar = {
 constexpr IsaKernels kAvx2 = {
     Isa::kAvx2,
     {Avx2DenseF32Rows, Avx2DenseBf16Rows, Avx2QuantRows, Avx2QuantRows,
-     Q8GroupRows<avx2::MatMulMxfp4I8>, Avx2Bf16PanelRows, Avx2Fp8PanelRows},
+     Q8GroupRows<avx2::MatMulMxfp4I8>, PackedXBf16PanelRows<avx2::MatMulBf16Panels>,
+     Avx2Fp8PanelRows},
     {kF32, kRoundedF32, kRoundedF32, kRoundedF32, kQ8, kPackedTiles, kPackedTiles},
     {kF32, kRoundedF32, kRoundedF32, kRoundedF32, kQ8, kPackedTiles, kPackedTiles},
     {8, 8, 8, 8, 8, kBf16PanelRows, kFp8PanelRows},
@@ -438,7 +432,8 @@ constexpr IsaKernels kAvx2 = {
 constexpr IsaKernels kAvx512 = {
     Isa::kAvx512,
     {Avx512DenseF32Rows, Avx2DenseBf16Rows, Avx2QuantRows, Avx2QuantRows,
-     Q8GroupRows<avx512::MatMulMxfp4I8>, Avx512FmaBf16PanelRows, Avx512Fp8PanelRows},
+     Q8GroupRows<avx512::MatMulMxfp4I8>, PackedXBf16PanelRows<avx512::MatMulBf16Panels>,
+     Avx512Fp8PanelRows},
     {kF32, kRoundedF32, kRoundedF32, kRoundedF32, kQ8, kPackedTiles, kPackedTiles},
     {kF32, kRoundedF32, kRoundedF32, kRoundedF32, kQ8, kPackedTiles, kRoundedF32},
     {8, 8, 8, 8, 2 * kMxfp4I8GroupRows, kBf16PanelRows, kFp8PanelRows},
