@@ -113,12 +113,16 @@ export async function run(cleanup = async () => {}) {
     }
   }
   await cleanup();
+  for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true });
   console.log(failed ? `${failed} of ${tests.length} failed` : `all ${tests.length} passed`);
   process.exit(failed ? 1 : 0);
 }
 
+// A file in a temporary folder of its own, removed when run() ends.
+const tempDirs = [];
 export function writeTemp(name, content) {
   const dir = fs.mkdtempSync(path.join(process.env.TMPDIR || '/tmp', 'moeserve-test-'));
+  tempDirs.push(dir);
   const file = path.join(dir, name);
   fs.writeFileSync(file, content);
   return file;
