@@ -140,22 +140,20 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
     }
     return;
   }
-  // One core, [1536 x 3072] at 512 tokens: 119-126 GFLOP/s for token blocks of 96-384 and column
-  // blocks of 256-1024 alike; whole-k blocks where x fits L2 (the AVX2 kernel's) measured 133
-  // against 135-142 with W hot.
-  constexpr size_t kKc = 256;
-  const bf16* pp[kGroupPanels];
-  size_t rows[kGroupPanels];
-  ForEachPanelGroupTile<kGroupPanels, kGroupTokens>(
-      m, k, panels, kKc, xp, accumulate,
-      [&](size_t k0, size_t, size_t p, size_t n) {
+  // Column blocks of 256 and panel blocks of 512 KiB: one core, [1536 x 3072] at 512 tokens, 3
+  // rounds over 128-1024 columns x 256-1024 KiB were within the host's noise of each other.
+  constexpr size_t kKc = 256, kBlockPanels = (512 << 10) / (kKc * kRows * sizeof(bf16));
+  static_assert(kBlockPanels % kGroupPanels == 0);
+  ForEachPanelBlockTile<kGroupPanels, kGroupTokens>(
+      m, k, panels, kKc, kBlockPanels, xp, accumulate, [](size_t, size_t, size_t, size_t) {},
+      [&](size_t tokens, size_t t, const float* x0, const float* x1, size_t k0, size_t kc, size_t p,
+          size_t n, bool acc) {
+        const bf16* pp[kGroupPanels];
+        size_t rows[kGroupPanels];
         for (size_t q = 0; q < kGroupPanels; ++q) {
           pp[q] = base + (p + (q < n ? q : 0)) * w.row_stride + k0 * kRows;
           rows[q] = q < n ? rows_of(p + q) : 0;
         }
-      },
-      [&](size_t tokens, size_t t, const float* x0, const float* x1, size_t kc, size_t p, size_t n,
-          bool acc) {
         kTiles[n][tokens](x0, x1, pp, kc, y + t * ldy + p * kRows, ldy, rows, acc);
       });
 }

@@ -123,8 +123,10 @@ constexpr size_t kGroupPanels = 2, kGroupTokens = 12;
 constexpr auto kPackTiles =
     TileTable<kGroupPanels, kGroupTokens>([]<int M, int P>() { return &PackTile<M, P>; });
 
-// Columns per decoded block: two panels' blocks (16 KiB) and a register tile's x (6 KiB) in L1.
-constexpr size_t kPackCols = 128;
+// Decoded blocks of 256 columns x 32 panels (512 KiB of f32) stay in L2 while the register tiles
+// sweep them (f32_panel_tile_avx512.h).
+constexpr size_t kPackCols = 256, kBlockPanels = (512 << 10) / (kPackCols * kRows * sizeof(float));
+static_assert(kBlockPanels % kGroupPanels == 0);
 
 using TileFn = void (*)(const float*, size_t, const uint8_t*, const float*, size_t, size_t, float*,
                         size_t, size_t, bool);
@@ -152,7 +154,7 @@ void GemvFp8Panels(const float* xr, size_t ld, size_t m, const WeightMatrix& w, 
 }
 
 size_t Fp8PanelPackFloats() {
-  return kGroupPanels * kPackCols * kRows;
+  return kBlockPanels * kPackCols * kRows;
 }
 
 void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
@@ -161,20 +163,24 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
   const auto* codes = static_cast<const uint8_t*>(w.data);
   const auto* scales = static_cast<const float*>(w.scales);
   auto rows_of = [&](size_t p) { return w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows; };
-  const float* packs[kGroupPanels];
-  for (size_t q = 0; q < kGroupPanels; ++q) packs[q] = pack + q * kPackCols * kRows;
-  size_t rows[kGroupPanels];
-  // Each group's block is decoded once per token block, then every register tile of it sweeps it.
-  ForEachPanelGroupTile<kGroupPanels, kGroupTokens>(
-      m, k, panels, kPackCols, xp, accumulate,
-      [&](size_t k0, size_t kc, size_t p, size_t n) {
-        for (size_t q = 0; q < n; ++q)
-          DecodeBlock(codes + (p + q) * w.row_stride, scales + (p + q) * w.scale_stride, w.col0, k0,
-                      kc, pack + q * kPackCols * kRows);
-        for (size_t q = 0; q < kGroupPanels; ++q) rows[q] = q < n ? rows_of(p + q) : 0;
+  size_t p0 = 0;  // the decoded block's first panel
+  // Each block is decoded once per call, then every register tile sweeps it.
+  ForEachPanelBlockTile<kGroupPanels, kGroupTokens>(
+      m, k, panels, kPackCols, kBlockPanels, xp, accumulate,
+      [&](size_t k0, size_t kc, size_t first, size_t end) {
+        p0 = first;
+        for (size_t p = first; p < end; ++p)
+          DecodeBlock(codes + p * w.row_stride, scales + p * w.scale_stride, w.col0, k0, kc,
+                      pack + (p - first) * kPackCols * kRows);
       },
-      [&](size_t tokens, size_t t, const float* x0, const float* x1, size_t kc, size_t p, size_t n,
-          bool acc) {
+      [&](size_t tokens, size_t t, const float* x0, const float* x1, size_t, size_t kc, size_t p,
+          size_t n, bool acc) {
+        const float* packs[kGroupPanels];
+        size_t rows[kGroupPanels];
+        for (size_t q = 0; q < kGroupPanels; ++q) {
+          packs[q] = pack + (p + (q < n ? q : 0) - p0) * kPackCols * kRows;
+          rows[q] = q < n ? rows_of(p + q) : 0;
+        }
         kPackTiles[n][tokens](x0, x1, packs, kc, y + t * ldy + p * kRows, ldy, rows, acc);
       });
 }

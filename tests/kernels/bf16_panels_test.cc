@@ -122,6 +122,29 @@ TEST_P(Bf16PanelsEveryIsa, MatMulMatchesDenseReferenceOnOddShapes) {
   }
 }
 
+// One thread, so that one kernel call takes every row: 1043 rows (66 panels) pass the avx512 GEMM's
+// 64-panel L2 block with an odd last panel, and 301 columns its 256-column block.
+TEST_P(Bf16PanelsEveryIsa, MatMulOverSeveralPanelBlocksMatchesDenseReference) {
+  std::mt19937 rng(9);
+  ThreadPool pool(1);
+  KernelContext ctx(pool, isa());
+  const size_t rows = 1043, cols = 301;
+  const std::vector<bf16> src = RandomBf16(rows * cols, rng);
+  const WeightMatrix dense = Bf16Matrix(src.data(), rows, cols);
+  const Panels p = Repack(dense);
+  for (size_t m : {13, 30}) {
+    const std::vector<float> x = RandomF32(m * cols, rng, -2, 2);
+    std::vector<float> y(m * rows), ref(m * rows);
+    MatMul(x.data(), cols, m, p.view, y.data(), rows, ctx);
+    MatMulReference(x.data(), cols, m, dense, ref.data(), rows, false);
+    for (size_t t = 0; t < m; ++t)
+      for (size_t r = 0; r < rows; ++r)
+        ASSERT_NEAR(y[t * rows + r], ref[t * rows + r],
+                    SumTolerance(cols, AbsSum(x.data() + t * cols, dense, r)))
+            << IsaName(GetParam()) << " m " << m << " t " << t << " r " << r;
+  }
+}
+
 // The MoE path splits w1 | w3 rows between threads on 16-row panels; an intermediate size that
 // is not a multiple of 16 makes w3's share start inside a panel. Each expert's x is packed in
 // token tiles of its own (GroupedX).
