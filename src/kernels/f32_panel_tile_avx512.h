@@ -1,4 +1,4 @@
-// The register tile and schedule of the avx512 table's panel GEMMs on f32 FMAs (bf16 panels:
+// The register tile of the avx512 table's panel GEMMs on f32 FMAs (bf16 panels:
 // matmul_bf16_panels_avx512.cc; FP8 panels: matmul_fp8_panels_avx512.cc): up to 12 tokens of
 // avx2::PackX's packed x (two 6-token tiles) × up to 2 panels of 16 rows, one zmm accumulator per
 // (token, panel). Per column, P weight vectors and 12 broadcasts feed 12 · P FMAs; with P = 2
@@ -77,39 +77,6 @@ constexpr auto TileTable(const Make& make) {
   std::array<std::array<Fn, kTokens + 1>, kGroup + 1> table{};
   FillTileRows<kTokens>(make, table, std::make_index_sequence<kGroup>());
   return table;
-}
-
-// The GEMM schedule over m tokens of packed x (xp) and `panels` panels of k columns: column blocks
-// of kc_max; in each, blocks of block_panels panels (a multiple of kGroup) that stay in L2 while
-// every register tile of kTokens (6 or 12) tokens sweeps them, a group of kGroup panels at a time,
-// with the tile's x block (12 tokens × kc_max f32) in L1. block(k0, kc, p0, p1) prepares panels
-// [p0, p1) for columns [k0, k0 + kc); tile(tokens, t, x0, x1, k0, kc, p, n, accumulate) runs
-// one register tile of `tokens` tokens from token t (x0, x1: its two x tiles at column k0) over
-// panels [p, p + n).
-//
-// Why W in L2 and x in L1 rather than the other way round: one core, [1536 x 3072] bf16 at 512
-// tokens, 3 rounds alternating in one process: 145-149 GFLOP/s against 132-134 with a two-panel
-// block in L1 and 192 tokens' x in L2 (the 12 broadcasts per column hit L1; the one weight line
-// per column streams from L2, which the L1 prefetcher follows).
-template <size_t kGroup, size_t kTokens, typename BlockFn, typename TileFn>
-inline void ForEachPanelBlockTile(size_t m, size_t k, size_t panels, size_t kc_max,
-                                  size_t block_panels, const float* xp, bool accumulate,
-                                  const BlockFn& block, const TileFn& tile) {
-  static_assert(kTokens % kXTileTokens == 0 && kTokens <= size_t(kMaxTileTokens));
-  for (size_t k0 = 0; k0 < k; k0 += kc_max) {
-    const size_t kc = k - k0 < kc_max ? k - k0 : kc_max;
-    for (size_t p0 = 0; p0 < panels; p0 += block_panels) {
-      const size_t p1 = panels - p0 < block_panels ? panels : p0 + block_panels;
-      block(k0, kc, p0, p1);
-      for (size_t t = 0; t < m; t += kTokens) {
-        const size_t tokens = m - t < kTokens ? m - t : kTokens;
-        const float* x0 = xp + t * k + k0 * kXTileTokens;
-        for (size_t p = p0; p < p1; p += kGroup)
-          tile(tokens, t, x0, x0 + kXTileTokens * k, k0, kc, p, p1 - p < kGroup ? p1 - p : kGroup,
-               accumulate || k0 > 0);
-      }
-    }
-  }
 }
 
 }  // namespace moeserve::kernels::avx512

@@ -97,23 +97,17 @@ void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_st
 // PackX from bf16-rounded rows. Any m: decode GEMV and prefill GEMM alike.
 void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                       bool accumulate);
-// The blocking of the panel kernels (bf16 and FP8): the packed x must stay in L2 while every
-// panel streams past it. When all of it fits (decode batches), each tile runs a panel's whole k
-// in registers and the weights are one sequential stream; otherwise blocks of 192 tokens × 256
-// columns (192 KiB), partial sums through y. fn(t0, t1, k0, kc, p) for token block [t0, t1),
-// columns [k0, k0 + kc) and panel p, in that loop order.
-template <typename Fn>
-inline void ForEachPanelBlock(size_t m, size_t k, size_t panels, const Fn& fn) {
-  constexpr size_t kL2Budget = 256 * 1024, kMc = 32 * kPackedXTile, kKc = 256;
-  const bool whole = m * k * sizeof(float) <= kL2Budget;
-  const size_t mc = whole ? m : kMc, kc_max = whole ? k : kKc;
-  for (size_t t0 = 0; t0 < m; t0 += mc) {
-    const size_t t1 = m - t0 < mc ? m : t0 + mc;
-    for (size_t k0 = 0; k0 < k; k0 += kc_max) {
-      const size_t kc = k - k0 < kc_max ? k - k0 : kc_max;
-      for (size_t p = 0; p < panels; ++p) fn(t0, t1, k0, kc, p);
-    }
-  }
+// The blocking of this table's panel kernels (bf16 and FP8) for ForEachPanelBlockTile
+// (panel_schedule.h): an x that fits L2 whole (decode batches) panel by panel, each tile summing
+// the panel's whole k in registers; else 256-column blocks of 256 KiB of panels (half of Zen 3's
+// L2) as the kernel's tiles read them, `column_bytes` per panel column.
+struct PanelBlocking {
+  size_t kc, block_panels;
+};
+inline PanelBlocking PanelBlockingFor(size_t m, size_t k, size_t column_bytes) {
+  constexpr size_t kL2Budget = 256 * 1024, kKc = 256;
+  if (m * k * sizeof(float) <= kL2Budget) return {k, 1};
+  return {kKc, kL2Budget / (kKc * column_bytes)};
 }
 // Tokens [t0, t1) of packed x (k columns in all; this block's columns start at k0) × an f32
 // panel pack[kc][16] (32-byte aligned) → y[t, 0..rows) (y: row 0 of the panel, token 0).

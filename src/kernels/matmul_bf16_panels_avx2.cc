@@ -9,6 +9,7 @@
 
 #include "kernels/bf16_panels.h"
 #include "kernels/internal.h"
+#include "kernels/panel_schedule.h"
 #include "kernels/simd_math_avx2.h"
 
 namespace moeserve::kernels::avx2 {
@@ -176,15 +177,14 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
     }
     return;
   }
-  ForEachPanelBlock(m, k, panels, [&](size_t t0, size_t t1, size_t k0, size_t kc, size_t p) {
-    const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
-    const bf16* panel = base + p * w.row_stride + k0 * kRows;
-    for (size_t t = t0; t < t1; t += kTile) {
-      const size_t tokens = t1 - t < kTile ? t1 - t : kTile;
-      kTiles[tokens](xp + t * k + k0 * kTile, panel, kc, y + t * ldy + p * kRows, ldy, rows,
-                     accumulate || k0 > 0);
-    }
-  });
+  const PanelBlocking b = PanelBlockingFor(m, k, kRows * sizeof(bf16));
+  ForEachPanelBlockTile<1, kTile>(
+      m, k, panels, b.kc, b.block_panels, [](size_t, size_t, size_t, size_t) {},
+      [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t) {
+        const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
+        kTiles[tokens](xp + t * k + k0 * kTile, base + p * w.row_stride + k0 * kRows, kc,
+                       y + t * ldy + p * kRows, ldy, rows, accumulate || k0 > 0);
+      });
 }
 
 }  // namespace moeserve::kernels::avx2

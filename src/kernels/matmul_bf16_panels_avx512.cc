@@ -19,6 +19,7 @@
 #include "kernels/bf16_panels.h"
 #include "kernels/f32_panel_tile_avx512.h"
 #include "kernels/internal.h"
+#include "kernels/panel_schedule.h"
 #include "kernels/simd_math_avx512.h"
 
 namespace moeserve::kernels::avx512 {
@@ -113,6 +114,7 @@ void PanelGemv(const float* x, const bf16* const panel[P], size_t k, float* cons
 // Register tiles of 12 tokens x 2 panels. One core, [1536 x 3072] bf16 at 512 tokens, 3 rounds
 // against 6 x 4 and 6 x 3: 97-126 / 76-125 / 111-123 GFLOP/s, within this host's noise.
 constexpr size_t kGroupPanels = 2, kGroupTokens = 12;
+static_assert(kGroupTokens == size_t(kMaxTileTokens));  // a tile starts on an x tile
 constexpr auto kTiles =
     TileTable<kGroupPanels, kGroupTokens>([]<int M, int P>() { return &PanelTile<M, P>; });
 
@@ -140,21 +142,22 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
     }
     return;
   }
-  // Column blocks of 256 and panel blocks of 512 KiB: one core, [1536 x 3072] at 512 tokens, 3
-  // rounds over 128-1024 columns x 256-1024 KiB were within the host's noise of each other.
+  // Column blocks of 256 and panel blocks of 512 KiB (panel_schedule.h): one core, [1536 x 3072]
+  // at 512 tokens, 3 rounds over 128-1024 columns x 256-1024 KiB were within the host's noise.
   constexpr size_t kKc = 256, kBlockPanels = (512 << 10) / (kKc * kRows * sizeof(bf16));
   static_assert(kBlockPanels % kGroupPanels == 0);
   ForEachPanelBlockTile<kGroupPanels, kGroupTokens>(
-      m, k, panels, kKc, kBlockPanels, xp, accumulate, [](size_t, size_t, size_t, size_t) {},
-      [&](size_t tokens, size_t t, const float* x0, const float* x1, size_t k0, size_t kc, size_t p,
-          size_t n, bool acc) {
+      m, k, panels, kKc, kBlockPanels, [](size_t, size_t, size_t, size_t) {},
+      [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t n) {
         const bf16* pp[kGroupPanels];
         size_t rows[kGroupPanels];
         for (size_t q = 0; q < kGroupPanels; ++q) {
           pp[q] = base + (p + (q < n ? q : 0)) * w.row_stride + k0 * kRows;
           rows[q] = q < n ? rows_of(p + q) : 0;
         }
-        kTiles[n][tokens](x0, x1, pp, kc, y + t * ldy + p * kRows, ldy, rows, acc);
+        const float* x0 = xp + t * k + k0 * kXTileTokens;
+        kTiles[n][tokens](x0, x0 + kXTileTokens * k, pp, kc, y + t * ldy + p * kRows, ldy, rows,
+                          accumulate || k0 > 0);
       });
 }
 

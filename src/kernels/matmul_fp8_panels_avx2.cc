@@ -5,11 +5,13 @@
 // swept by the f32 GEMM tile of matmul_avx2.cc, for every tile of tokens.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/e4m3_half_bits.h"
 #include "kernels/fp8_panels.h"
 #include "kernels/internal.h"
+#include "kernels/panel_schedule.h"
 #include "kernels/simd_math_avx2.h"
 
 namespace moeserve::kernels::avx2 {
@@ -122,8 +124,12 @@ void DecodeBlock(const uint8_t* panel, const float* scales, size_t col0, size_t 
 
 }  // namespace
 
+// The decoded panels of one block of PanelBlockingFor: one panel's whole k, or a 256-column block
+// of several panels.
 size_t Fp8PanelPackFloats(size_t k) {
-  return k * kRows;
+  const PanelBlocking whole = PanelBlockingFor(1, k, kRows * sizeof(float)),
+                      blocked = PanelBlockingFor(size_t{1} << 20, k, kRows * sizeof(float));
+  return std::max(whole.kc * whole.block_panels, blocked.kc * blocked.block_panels) * kRows;
 }
 
 void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
@@ -145,12 +151,21 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
                 ldy, rows_of(p), accumulate);
     return;
   }
-  // Each panel block is decoded once per token block.
-  ForEachPanelBlock(m, k, panels, [&](size_t t0, size_t t1, size_t k0, size_t kc, size_t p) {
-    DecodeBlock(codes + p * w.row_stride, scales + p * w.scale_stride, w.col0, k0, kc, pack);
-    GemmF32PanelTiles(xp, k, k0, t0, t1, pack, kc, y + p * kRows, ldy, rows_of(p),
-                      accumulate || k0 > 0);
-  });
+  // Each block of panels is decoded once per call, then every token tile sweeps it.
+  const PanelBlocking b = PanelBlockingFor(m, k, kRows * sizeof(float));
+  size_t p0 = 0;  // the decoded block's first panel
+  ForEachPanelBlockTile<1, kTile>(
+      m, k, panels, b.kc, b.block_panels,
+      [&](size_t k0, size_t kc, size_t first, size_t end) {
+        p0 = first;
+        for (size_t p = first; p < end; ++p)
+          DecodeBlock(codes + p * w.row_stride, scales + p * w.scale_stride, w.col0, k0, kc,
+                      pack + (p - first) * b.kc * kRows);
+      },
+      [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t) {
+        GemmF32PanelTiles(xp, k, k0, t, t + tokens, pack + (p - p0) * b.kc * kRows, kc,
+                          y + p * kRows, ldy, rows_of(p), accumulate || k0 > 0);
+      });
 }
 
 }  // namespace moeserve::kernels::avx2

@@ -25,6 +25,7 @@
 #include "kernels/f32_panel_tile_avx512.h"
 #include "kernels/fp8_panels.h"
 #include "kernels/internal.h"
+#include "kernels/panel_schedule.h"
 
 namespace moeserve::kernels::avx512 {
 namespace {
@@ -120,11 +121,12 @@ void PackTile(const float* x0, const float* x1, const float* const* pack, size_t
 
 // Register tiles of 12 tokens x 2 panels, as the bf16 panel kernel's (whose shapes were measured).
 constexpr size_t kGroupPanels = 2, kGroupTokens = 12;
+static_assert(kGroupTokens == size_t(kMaxTileTokens));  // a tile starts on an x tile
 constexpr auto kPackTiles =
     TileTable<kGroupPanels, kGroupTokens>([]<int M, int P>() { return &PackTile<M, P>; });
 
 // Decoded blocks of 256 columns x 32 panels (512 KiB of f32) stay in L2 while the register tiles
-// sweep them (f32_panel_tile_avx512.h).
+// sweep them (panel_schedule.h).
 constexpr size_t kPackCols = 256, kBlockPanels = (512 << 10) / (kPackCols * kRows * sizeof(float));
 static_assert(kBlockPanels % kGroupPanels == 0);
 
@@ -166,22 +168,23 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
   size_t p0 = 0;  // the decoded block's first panel
   // Each block is decoded once per call, then every register tile sweeps it.
   ForEachPanelBlockTile<kGroupPanels, kGroupTokens>(
-      m, k, panels, kPackCols, kBlockPanels, xp, accumulate,
+      m, k, panels, kPackCols, kBlockPanels,
       [&](size_t k0, size_t kc, size_t first, size_t end) {
         p0 = first;
         for (size_t p = first; p < end; ++p)
           DecodeBlock(codes + p * w.row_stride, scales + p * w.scale_stride, w.col0, k0, kc,
                       pack + (p - first) * kPackCols * kRows);
       },
-      [&](size_t tokens, size_t t, const float* x0, const float* x1, size_t, size_t kc, size_t p,
-          size_t n, bool acc) {
+      [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t n) {
         const float* packs[kGroupPanels];
         size_t rows[kGroupPanels];
         for (size_t q = 0; q < kGroupPanels; ++q) {
           packs[q] = pack + (p + (q < n ? q : 0) - p0) * kPackCols * kRows;
           rows[q] = q < n ? rows_of(p + q) : 0;
         }
-        kPackTiles[n][tokens](x0, x1, packs, kc, y + t * ldy + p * kRows, ldy, rows, acc);
+        const float* x0 = xp + t * k + k0 * kXTileTokens;
+        kPackTiles[n][tokens](x0, x0 + kXTileTokens * k, packs, kc, y + t * ldy + p * kRows, ldy,
+                              rows, accumulate || k0 > 0);
       });
 }
 

@@ -122,8 +122,9 @@ TEST_P(Bf16PanelsEveryIsa, MatMulMatchesDenseReferenceOnOddShapes) {
   }
 }
 
-// One thread, so that one kernel call takes every row: 1043 rows (66 panels) pass the avx512 GEMM's
-// 64-panel L2 block with an odd last panel, and 301 columns its 256-column block.
+// One thread, so that one kernel call takes every row: 1043 rows (66 panels) pass the panel
+// GEMMs' L2 blocks (avx512: 64 panels, AVX2: 32 once x outgrows L2, at 300 tokens) with an odd
+// last panel, and 301 columns their 256-column block.
 TEST_P(Bf16PanelsEveryIsa, MatMulOverSeveralPanelBlocksMatchesDenseReference) {
   std::mt19937 rng(9);
   ThreadPool pool(1);
@@ -132,7 +133,7 @@ TEST_P(Bf16PanelsEveryIsa, MatMulOverSeveralPanelBlocksMatchesDenseReference) {
   const std::vector<bf16> src = RandomBf16(rows * cols, rng);
   const WeightMatrix dense = Bf16Matrix(src.data(), rows, cols);
   const Panels p = Repack(dense);
-  for (size_t m : {13, 30}) {
+  for (size_t m : {13, 30, 300}) {
     const std::vector<float> x = RandomF32(m * cols, rng, -2, 2);
     std::vector<float> y(m * rows), ref(m * rows);
     MatMul(x.data(), cols, m, p.view, y.data(), rows, ctx);

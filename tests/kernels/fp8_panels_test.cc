@@ -196,30 +196,33 @@ TEST_P(Fp8PanelsEveryIsa, MatMulOverSeveralTokenBlocksMatchesBlockReference) {
   }
 }
 
-// One thread, so that one kernel call takes every row: 530 rows (34 panels) pass the avx512 GEMM's
-// 32-panel decoded block with an odd last panel, and 300 columns (from column 70) its 256-column
-// block, which then starts inside a scale block.
+// One thread, so that one kernel call takes every row: 530 rows (34 panels) pass the panel GEMMs'
+// decoded blocks (avx512: 32 panels; AVX2: 16 once x outgrows L2, at 300 tokens) with an odd last
+// panel, and 300 columns (from column 70) their 256-column block, which then starts inside a
+// scale block.
 TEST_P(Fp8PanelsEveryIsa, MatMulOverSeveralPanelBlocksMatchesBlockReference) {
   std::mt19937 rng(12);
   ThreadPool pool(1);
   KernelContext ctx(pool, isa());
-  const size_t n = 530, c0 = 70, k = 300, m = 13;
+  const size_t n = 530, c0 = 70, k = 300;
   const Fp8 f = RandomFp8(n, c0 + k, rng);
   const WeightMatrix src = f.View(0, n, c0, k);
   const Panels p = Repack(src);
-  const std::vector<float> x = RandomF32(m * k, rng, -2, 2);
-  std::vector<float> y(m * n), ref(m * n);
-  MatMul(x.data(), k, m, p.view, y.data(), n, ctx);
-  MatMulReference(x.data(), k, m, src, ref.data(), n, false);
   std::vector<float> row(k);
-  for (size_t r = 0; r < n; ++r) {
-    DequantizeRow(src, r, 0, k, row.data());
-    for (size_t t = 0; t < m; ++t) {
-      double abs_sum = 0;
-      for (size_t c = 0; c < k; ++c)
-        abs_sum += std::fabs(double(RoundToBf16(x[t * k + c])) * row[c]);
-      ASSERT_NEAR(y[t * n + r], ref[t * n + r], 2 * SumTolerance(k, abs_sum))
-          << IsaName(GetParam()) << " t " << t << " r " << r;
+  for (size_t m : {13, 300}) {
+    const std::vector<float> x = RandomF32(m * k, rng, -2, 2);
+    std::vector<float> y(m * n), ref(m * n);
+    MatMul(x.data(), k, m, p.view, y.data(), n, ctx);
+    MatMulReference(x.data(), k, m, src, ref.data(), n, false);
+    for (size_t r = 0; r < n; ++r) {
+      DequantizeRow(src, r, 0, k, row.data());
+      for (size_t t = 0; t < m; ++t) {
+        double abs_sum = 0;
+        for (size_t c = 0; c < k; ++c)
+          abs_sum += std::fabs(double(RoundToBf16(x[t * k + c])) * row[c]);
+        ASSERT_NEAR(y[t * n + r], ref[t * n + r], 2 * SumTolerance(k, abs_sum))
+            << IsaName(GetParam()) << " m " << m << " t " << t << " r " << r;
+      }
     }
   }
 }
