@@ -179,6 +179,10 @@ int RunBench(const BenchOptions& o) {
   // on a shared machine can differ from the best pass of the roofline's probe by half.
   kernels::ReadBandwidthProbe probe(session->kernels());
   std::vector<double> step_probe_gbps;
+  // Compute peaks sustained over a fifth of a second right after each timed prefill: the peak of
+  // the same moments (the roofline's best millisecond, taken before the run, can be a third
+  // above what the cores give over the prefill's second).
+  std::vector<kernels::Roofline> after_prefill;
   for (size_t run = 0; run < o.runs + 1; ++run) {  // run 0 warms caches and page tables
     if (run > 0) {
       const kernels::Roofline roof = kernels::MeasureRoofline(session->kernels(), &probe);
@@ -197,6 +201,7 @@ int RunBench(const BenchOptions& o) {
     model->Forward(prefill, kv, logits.data());
     const double prefill_s = Now() - t0, prefill_c = comm.SecondsInCollectives() - c0;
     if (run > 0 && o.profile) prefill_phases.Add(profile, prefill_s, 1);
+    if (run > 0) after_prefill.push_back(kernels::MeasureSustainedCompute(session->kernels(), 0.2));
 
     int32_t token = 0;
     profile.Reset();
@@ -276,6 +281,13 @@ int RunBench(const BenchOptions& o) {
   const bool int8_experts = Int8Experts(o.model) && roof.int8_dot_gops > 0;
   const bool on_tiles = roof.bf16_tile_gflops > 0 && GemmsOnTiles(o.model, int8_experts);
   const char* bf16_peak_name = on_tiles ? "bf16 peak (AMX tiles)" : "bf16 peak";
+  // The prompt's seconds per token at roofline r: with int8 experts, the experts' int8 operations
+  // at the int8 dot peak and the rest at the bf16 peak, else all at the bf16 peak.
+  auto roofline_s_per_token = [&](const kernels::Roofline& r) {
+    const double bf16_peak = (on_tiles ? r.bf16_tile_gflops : r.bf16_fma_gflops) * comm.size();
+    if (!int8_experts) return ops.total() / (bf16_peak * 1e9);
+    return ops.experts / (r.int8_dot_gops * comm.size() * 1e9) + ops.rest / (bf16_peak * 1e9);
+  };
   const double all_ranks_peak =
       (on_tiles ? roof.bf16_tile_gflops : roof.bf16_fma_gflops) * comm.size();
   std::printf(
@@ -288,8 +300,7 @@ int RunBench(const BenchOptions& o) {
   if (int8_experts) {
     // The experts' int8 operations at the int8 peak, the rest at the bf16 peak: the prompt's
     // time at the roofline, and the share of it achieved.
-    const double peak_s =
-        ops.experts / (roof.int8_dot_gops * comm.size() * 1e9) + ops.rest / (all_ranks_peak * 1e9);
+    const double peak_s = roofline_s_per_token(roof);
     std::printf(
         "prefill (%zu-token prompt): %.1f tok/s = %.1f GOP/s (experts int8, the rest bf16) = "
         "%.0f%% of the roofline (experts at the int8 dot peak, the rest at the %s: %.0f "
@@ -302,6 +313,18 @@ int RunBench(const BenchOptions& o) {
         "[median of %zu]\n",
         o.prompt_len, p, gflops, 100 * gflops / all_ranks_peak, bf16_peak_name,
         comm.size() > 1 ? " (rank 0's x ranks)" : "", o.runs);
+  }
+  if (!after_prefill.empty()) {
+    std::vector<double> shares, bf16_peaks;
+    for (size_t i = 0; i < after_prefill.size(); ++i) {
+      const kernels::Roofline& r = after_prefill[i];
+      shares.push_back(prefill_tps[i] * roofline_s_per_token(r));
+      bf16_peaks.push_back(on_tiles ? r.bf16_tile_gflops : r.bf16_fma_gflops);
+    }
+    std::printf(
+        "prefill against compute probes sustained for 0.2 s right after each prefill (the peaks "
+        "of the same moments; %s %.0f GFLOP/s): %.0f%% of that roofline  [median of %zu]\n",
+        bf16_peak_name, Median(bf16_peaks), 100 * Median(shares), shares.size());
   }
   std::printf(
       "decode (batch 1): %.2f tok/s; %.1f MB of weights per token -> %.1f GB/s = %.0f%% of the "

@@ -100,4 +100,33 @@ Roofline MeasureRoofline(KernelContext& ctx, ReadBandwidthProbe* probe) {
   return roof;
 }
 
+Roofline MeasureSustainedCompute(KernelContext& ctx, double seconds) {
+  const IsaKernels& kern = ctx.kernels();
+  ThreadPool& pool = ctx.pool();
+  const size_t threads = pool.num_threads();
+  std::vector<float> fsinks(threads);
+  std::vector<int32_t> isinks(threads);
+  auto sustained = [&](const IsaKernels::Probe& probe, void* sink0, size_t sink_bytes) {
+    if (!probe.run) return 0.0;
+    char* sinks0 = static_cast<char*>(sink0);
+    auto run = [&](size_t iters) {
+      const auto t0 = std::chrono::steady_clock::now();
+      pool.Run([&](size_t t, size_t) { probe.run(iters, sinks0 + t * sink_bytes); });
+      return Seconds(t0, std::chrono::steady_clock::now());
+    };
+    // A short run sizes the long one; the long one's rate is the figure.
+    const size_t calib = 50'000;
+    const double rate = calib / std::max(run(calib), 1e-6);
+    const size_t iters = std::max<size_t>(calib, static_cast<size_t>(rate * seconds));
+    return threads * iters * 12.0 * probe.ops / run(iters) / 1e9;
+  };
+  Roofline roof;
+  roof.f32_fma_gflops = sustained(kern.f32_fma, fsinks.data(), sizeof(float));
+  roof.bf16_fma_gflops = kern.bf16_dot.run ? sustained(kern.bf16_dot, fsinks.data(), sizeof(float))
+                                           : roof.f32_fma_gflops;
+  roof.int8_dot_gops = sustained(kern.int8_dot, isinks.data(), sizeof(int32_t));
+  roof.bf16_tile_gflops = sustained(kern.bf16_tile, fsinks.data(), sizeof(float));
+  return roof;
+}
+
 }  // namespace moeserve::kernels

@@ -47,4 +47,10 @@ class ReadBandwidthProbe {
 // read probe to use (null: one of its own, 1 GiB for the call).
 Roofline MeasureRoofline(KernelContext& ctx, ReadBandwidthProbe* probe = nullptr);
 
+// The compute peaks (read_gbps left 0) from one run of each chain, ~`seconds` long, on every
+// thread at once: what the cores gave over those moments rather than MeasureRoofline's best
+// millisecond, for a benchmark to set beside a step of similar length run next to it (on a
+// shared machine the two differ by a third from minute to minute).
+Roofline MeasureSustainedCompute(KernelContext& ctx, double seconds);
+
 }  // namespace moeserve::kernels
