@@ -1,11 +1,12 @@
-// The avx512 table's FP8 panel GEMV (1-3 tokens) on cores with VBMI and GFNI but no BF16 (Ice
+// The avx512 table's FP8 panel GEMV (1-7 tokens) on cores with VBMI and GFNI but no BF16 (Ice
 // Lake): codes decoded to exact bf16 pairs by the GF(2)-affine byte maps of the amx GEMV
 // (fp8_bytes_to_bf16_avx512.h: a vpermb, two vgf2p8affineqb, a test and two unpacks per 64 codes),
 // each pair widened to two f32 columns by a shift and a mask, products on f32 FMAs.
 //
 // Why: the fp16 route (matmul_fp8_panels_avx512.cc) spends 7 port-0/5 uops per 16 codes (widen,
 // two shifts, a mask, a two-uop vcvtph2ps, the FMA); this one ~15 per 64 at one token, which the
-// FP8 bench checkpoint's decode needs to stream its experts near the read bandwidth on 2 cores.
+// FP8 bench checkpoint's decode needs to stream its experts near the read bandwidth on 2 cores;
+// at M tokens ~11 + 4M per 64 against 24 + 4M (a batched decode's experts see a few tokens each).
 // Cascade Lake (AVX-512 VNNI without VBMI / GFNI) keeps the fp16 route: the avx512 table asks the
 // CPU once (Avx512Fp8PanelRows).
 //
@@ -52,11 +53,15 @@ void PanelTile(const AffineDecoder& d, const float* xr, size_t ld, const uint8_t
                const float* const scales[P], size_t k, size_t col0, float* const y[P], size_t ldy,
                const size_t rows[P], bool accumulate) {
   __m512 acc[P][M];
+#pragma GCC unroll 2
   for (int p = 0; p < P; ++p)
+#pragma GCC unroll 8
     for (int t = 0; t < M; ++t) acc[p][t] = _mm512_setzero_ps();
   ForEachFp8ScaleBlock(col0, 0, k, [&](size_t c0, size_t c1, size_t b) {
     __m512 s[P][M];
+#pragma GCC unroll 2
     for (int p = 0; p < P; ++p)
+#pragma GCC unroll 8
       for (int t = 0; t < M; ++t) s[p][t] = _mm512_setzero_ps();
     for (size_t c = c0; c < c1; c += kGroupCols) {
       __m512 w[P][kGroupCols];
@@ -72,7 +77,7 @@ void PanelTile(const AffineDecoder& d, const float* xr, size_t ld, const uint8_t
         w[p][3] = OddColumn(w23);
       }
       auto column = [&](size_t j) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int t = 0; t < M; ++t) {
           const __m512 xv = _mm512_set1_ps(xr[t * ld + c + j]);
 #pragma GCC unroll 2
@@ -86,8 +91,10 @@ void PanelTile(const AffineDecoder& d, const float* xr, size_t ld, const uint8_t
         for (size_t j = 0; j < c1 - c; ++j) column(j);
       }
     }
+#pragma GCC unroll 2
     for (int p = 0; p < P; ++p) {
       const __m512 sc = _mm512_loadu_ps(scales[p] + b * kRows);
+#pragma GCC unroll 8
       for (int t = 0; t < M; ++t) acc[p][t] = _mm512_fmadd_ps(s[p][t], sc, acc[p][t]);
     }
   });
@@ -104,22 +111,32 @@ void PanelTile(const AffineDecoder& d, const float* xr, size_t ld, const uint8_t
 using TileFn = void (*)(const AffineDecoder&, const float*, size_t, const uint8_t* const*,
                         const float* const*, size_t, size_t, float* const*, size_t, const size_t*,
                         bool);
-template <int P>
-constexpr TileFn kTiles[kFp8AffineGemvMaxTokens + 1] = {nullptr, PanelTile<P, 1>, PanelTile<P, 2>,
-                                                        PanelTile<P, 3>};
+// Two panels at a time up to 4 tokens: two streams per core for the hardware prefetchers, and
+// each decoded group serves twice the chains. From 5 tokens one panel at a time: its 2M chains,
+// decoded group and the decoder's constants fit the 32 registers, two panels' would not. One
+// core, [1536 x 3072] from the LLC / DRAM, 21 calls alternating with the fp16 route: 1.07-1.30x
+// at 1-3 tokens, 1.55x at 4 (1.38x one panel at a time), 1.08-1.22x at 5-7.
+constexpr size_t kPairMaxTokens = 4;
+constexpr TileFn kPairTiles[kPairMaxTokens + 1] = {nullptr, PanelTile<2, 1>, PanelTile<2, 2>,
+                                                   PanelTile<2, 3>, PanelTile<2, 4>};
+constexpr TileFn kSingleTiles[kFp8AffineGemvMaxTokens + 1] = {
+    nullptr,         PanelTile<1, 1>, PanelTile<1, 2>, PanelTile<1, 3>,
+    PanelTile<1, 4>, PanelTile<1, 5>, PanelTile<1, 6>, PanelTile<1, 7>};
 
 }  // namespace
 
 void GemvFp8PanelsAffine(const float* xr, size_t ld, size_t m, const WeightMatrix& w, float* y,
                          size_t ldy, bool accumulate) {
   const AffineDecoder d;
-  // Two panels at a time: two streams per core for the hardware prefetchers, and each decoded
-  // group serves twice the chains.
   ForEachFp8PanelPairOrLast(w, y,
                             [&](const uint8_t* const* pp, const float* const* ps, float* const* yp,
                                 const size_t* rows, size_t n) {
-                              (n == 2 ? kTiles<2>[m] : kTiles<1>[m])(
-                                  d, xr, ld, pp, ps, w.cols, w.col0, yp, ldy, rows, accumulate);
+                              if (n == 2 && m <= kPairMaxTokens)
+                                return kPairTiles[m](d, xr, ld, pp, ps, w.cols, w.col0, yp, ldy,
+                                                     rows, accumulate);
+                              for (size_t q = 0; q < n; ++q)
+                                kSingleTiles[m](d, xr, ld, pp + q, ps + q, w.cols, w.col0, yp + q,
+                                                ldy, rows + q, accumulate);
                             });
 }
 

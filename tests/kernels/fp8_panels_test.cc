@@ -284,6 +284,38 @@ TEST(Fp8Panels, Avx512AffineGemvEqualsAvx2BitForBit) {
       avx512::GemvFp8PanelsAffine);
 }
 
+// From 4 tokens (a batched decode's experts) the affine GEMV runs one panel at a time: the same y
+// as the fp16 route's register tiles bit for bit at every GEMV size, 1-7 tokens, on the views
+// above, with and without accumulate.
+TEST(Fp8Panels, Avx512AffineGemvEqualsFp16RouteBitForBitUpTo7Tokens) {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if (MachineIsa() < Isa::kAvx512 || !cpu.avx512_vbmi || !cpu.gfni)
+    GTEST_SKIP() << "this machine lacks AVX-512 VBMI / GFNI (it runs " << IsaName(MachineIsa())
+                 << ")";
+  std::mt19937 rng(8);
+  const Fp8 f = RandomFp8(300, 400, rng);
+  for (auto [r0, n, c0, k] : {std::array<size_t, 4>{0, 64, 0, 400},
+                              {100, 77, 96, 293},
+                              {20, 45, 4, 251},
+                              {7, 16, 124, 9}}) {
+    const Panels p = Repack(f.View(r0, n, c0, k));
+    for (size_t m = 1; m <= avx512::kFp8AffineGemvMaxTokens; ++m) {
+      const size_t ld = k + 5, ldy = n + 3;
+      std::vector<float> x = RandomF32(m * ld, rng, -2, 2);
+      for (float& v : x) v = RoundToBf16(v);
+      for (bool accumulate : {false, true}) {
+        std::vector<float> want(m * ldy, 0.5f), got(m * ldy, 0.5f);
+        avx512::GemvFp8Panels(x.data(), ld, m, p.view, want.data(), ldy, accumulate);
+        avx512::GemvFp8PanelsAffine(x.data(), ld, m, p.view, got.data(), ldy, accumulate);
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(std::memcmp(&want[i], &got[i], 4), 0)
+              << "view " << r0 << "," << c0 << " m " << m << " acc " << accumulate << " i " << i
+              << ": " << want[i] << " vs " << got[i];
+      }
+    }
+  }
+}
+
 // x packed once for the whole call (MatMul's path on AVX2) or by each thread from the rounded
 // rows (MoeExperts' row views) must give the same y exactly.
 TEST_P(Fp8PanelsEveryIsa, XPackedOnceEqualsXPackedPerThread) {
