@@ -136,7 +136,7 @@ int RunBench(const BenchOptions& o) {
   ThreadPool& pool = session->pool();
   model::StepProfile& profile = session->profile();
   profile.enabled = o.profile;
-  PhaseTotals prefill_phases, decode_phases;
+  PhaseTotals prefill_phases, decode_phases, batch_phases;  // batch: the first batch mode's
   dist::Communicator& comm = session->comm();
   const auto& cfg = model->config();
   const size_t block_size = 16, vocab = cfg.vocab_size;
@@ -220,7 +220,6 @@ int RunBench(const BenchOptions& o) {
     }
     const double decode_c = comm.SecondsInCollectives() - c0;
     if (run > 0 && o.profile) decode_phases.Add(profile, decode_s, o.decode_tokens);
-    profile.enabled = false;  // the batched steps are not profiled
 
     if (!batch_tables.empty()) {
       // The prompt's partial last block, if any, is copied into every sequence's private block by
@@ -234,11 +233,14 @@ int RunBench(const BenchOptions& o) {
       }
       if (!fill.seqs.empty()) {
         fill.logits_rows = {static_cast<int32_t>(tail - 1)};
+        profile.enabled = false;
         model->Forward(fill, kv, logits.data());
       }
       std::vector<float> batch_logits(batch_tables.size() * vocab);
       for (size_t mode = 0; mode < batch_modes.size(); ++mode) {
         const bool same = batch_modes[mode] == "same";
+        profile.enabled = o.profile && mode == 0;  // the first mode's steps only
+        profile.Reset();
         const double tb = Now();
         for (size_t i = 0; i < o.decode_tokens; ++i) {
           model::Batch step;
@@ -250,6 +252,7 @@ int RunBench(const BenchOptions& o) {
           model->Forward(step, kv, batch_logits.data());
         }
         if (run > 0) batch_step_s[mode].push_back((Now() - tb) / o.decode_tokens);
+        if (run > 0 && profile.enabled) batch_phases.Add(profile, Now() - tb, o.decode_tokens);
       }
     }
     profile.enabled = o.profile;
@@ -350,6 +353,11 @@ int RunBench(const BenchOptions& o) {
     std::printf("\nwhere the time goes (--profile; the timers add a clock read per phase):\n");
     PrintPhases("prefill", prefill_phases, roof.read_gbps);
     PrintPhases("decode (batch 1)", decode_phases, roof.read_gbps, between);
+    if (!batch_modes.empty()) {
+      const std::string title =
+          "decode (batch " + std::to_string(o.decode_batch) + ", " + batch_modes[0] + " tokens)";
+      PrintPhases(title.c_str(), batch_phases, roof.read_gbps);
+    }
   }
   if (comm.size() > 1)
     std::printf(
@@ -387,9 +395,10 @@ CommandRegistration reg{
           ->check(CLI::IsMember({"distinct", "same", "both"}))
           ->capture_default_str();
       sub.add_flag("--profile", o->profile,
-                   "Also print where prefill and decode steps spend their time: each phase "
-                   "(projections, attention, router, experts, LM head) in ms per step, and the "
-                   "bandwidth of those that read weights");
+                   "Also print where prefill and decode steps spend their time (batch 1, and "
+                   "with --decode-batch the first batch mode's steps): each phase (projections, "
+                   "attention, router, experts, LM head) in ms per step, and the bandwidth of "
+                   "those that read weights");
       return [o, serve_opts, serve] {
         if (serve->parsed()) return client::RunServeBenchmark(*serve_opts);
         if (o->model.model_dir.empty()) Fail("bench needs --model (or the `serve` subcommand)");
