@@ -187,20 +187,42 @@ void Avx512DenseF32Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, si
 // GF(2)-affine maps where the CPU has VBMI and GFNI: Ice Lake, not Cascade Lake; the ISA levels
 // are a line, so this one feature is asked here, once), else the f32 register tile on decoded
 // blocks (x packed).
+// Rows t < m of x packed by avx2::PackX (tiles of kPackedXTile tokens, [k][kPackedXTile] each)
+// back into rows of k floats.
+void UnpackXRows(const float* xp, size_t m, size_t k, float* rows) {
+  constexpr size_t kTile = avx2::kPackedXTile;
+  for (size_t t = 0; t < m; ++t) {
+    const float* tile = xp + t / kTile * kTile * k + t % kTile;
+    for (size_t c = 0; c < k; ++c) rows[t * k + c] = tile[c * kTile];
+  }
+}
+
 void Avx512Fp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                         size_t ldy, bool accumulate, WorkerScratch& s) {
   static const bool affine = GetCpuFeatures().avx512_vbmi && GetCpuFeatures().gfni;
-  if (affine && x.f32 && x.m <= avx512::kFp8AffineGemvMaxTokens && w.col0 % 4 == 0)
+  // A MoE expert's few rows can arrive in packed tiles: GroupedX packs every expert's x in the
+  // layout of the largest one's GEMM. Unpacked (m·k floats) they take the GEMVs too: on Ice Lake
+  // the GEMM at 4 tokens decoded each block to f32 in L2 at ~half the affine GEMV's rate (the FP8
+  // bench checkpoint's 16-sequence step: experts at 8.1 GB/s on two cores).
+  const float* xr = x.f32;
+  size_t ld = x.ld;
+  if (!xr && x.packed_f32 && x.m < kGemmMinM) {
+    float* rows = s.xpack.As<float>(x.m * w.cols);
+    UnpackXRows(x.packed_f32, x.m, w.cols, rows);
+    xr = rows;
+    ld = w.cols;
+  }
+  if (affine && xr && x.m <= avx512::kFp8AffineGemvMaxTokens && w.col0 % 4 == 0)
     return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                               [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
-                                avx512::GemvFp8PanelsAffine(x.f32, x.ld, x.m,
-                                                            Fp8PanelRows(w, g0, n), yg, ldyg, acc);
+                                avx512::GemvFp8PanelsAffine(xr, ld, x.m, Fp8PanelRows(w, g0, n), yg,
+                                                            ldyg, acc);
                               });
-  if (x.f32 && x.m < kGemmMinM)
+  if (xr && x.m < kGemmMinM)
     return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                               [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
-                                avx512::GemvFp8Panels(x.f32, x.ld, x.m, Fp8PanelRows(w, g0, n), yg,
-                                                      ldyg, acc);
+                                avx512::GemvFp8Panels(xr, ld, x.m, Fp8PanelRows(w, g0, n), yg, ldyg,
+                                                      acc);
                               });
   const float* xp = PackedXForAvx2(x, w.cols, s);
   float* pack = s.pack.As<float>(avx512::Fp8PanelPackFloats());

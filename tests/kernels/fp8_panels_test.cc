@@ -367,12 +367,17 @@ TEST_P(Fp8PanelsEveryIsa, MoeExpertsMatchesBlockReference) {
   for (size_t e = 0; e < experts; ++e)
     panel[e] = {packed[3 * e].view, packed[3 * e + 1].view, packed[3 * e + 2].view};
   const Isa isa = GetParam();
-  for (size_t m : {1, 5, 16}) {
+  // m = 10, skewed: every token's first expert is 0 (10 rows: its GEMM sets the grouped x's
+  // layout), the second 1 for 3 tokens and 2 for 7, so that experts of few rows get the GEMM's
+  // packed x.
+  for (size_t m : {1, 5, 16, 10}) {
+    const bool skewed = m == 10;
     std::vector<int32_t> idx(m * top_k);
     std::vector<float> wt(m * top_k, 0.5f);
-    for (size_t t = 0; t < m; ++t)
-      idx[t * top_k] = static_cast<int32_t>(t % experts),
-              idx[t * top_k + 1] = static_cast<int32_t>((t + 1) % experts);
+    for (size_t t = 0; t < m; ++t) {
+      idx[t * top_k] = static_cast<int32_t>(skewed ? 0 : t % experts);
+      idx[t * top_k + 1] = static_cast<int32_t>(skewed ? (t < 3 ? 1 : 2) : (t + 1) % experts);
+    }
     const std::vector<float> x = RandomF32(m * hidden, rng);
     std::vector<float> out(m * hidden), ref(m * hidden);
     MoeExperts(x.data(), hidden, m, idx.data(), wt.data(), top_k, panel, out.data(), hidden, ctx);
