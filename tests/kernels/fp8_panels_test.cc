@@ -227,27 +227,24 @@ TEST_P(Fp8PanelsEveryIsa, MatMulOverSeveralPanelBlocksMatchesBlockReference) {
   }
 }
 
-// y of an FP8 panel GEMV against the AVX2 kernel's, bit for bit, on the given views (r0, n, c0, k)
-// of a random weight, for 1 to 3 tokens, with and without accumulate.
-template <typename Gemv>
-void ExpectGemvEqualsAvx2BitForBit(const std::vector<std::array<size_t, 4>>& views,
-                                   const Gemv& gemv) {
+// y of an FP8 panel GEMV (got) against a reference one's (want), bit for bit, on the given views
+// (r0, n, c0, k) of a random weight, for 1 to max_m tokens, with and without accumulate. Both
+// take x rows (ld apart) rounded to bf16, as the kernels do.
+template <typename Want, typename Got>
+void ExpectGemvsEqualBitForBit(const std::vector<std::array<size_t, 4>>& views, size_t max_m,
+                               const Want& want_gemv, const Got& got_gemv) {
   std::mt19937 rng(6);
   const Fp8 f = RandomFp8(300, 400, rng);
   for (auto [r0, n, c0, k] : views) {
     const Panels p = Repack(f.View(r0, n, c0, k));
-    for (size_t m = 1; m <= 3; ++m) {
+    for (size_t m = 1; m <= max_m; ++m) {
       const size_t ld = k + 5, ldy = n + 3;
       std::vector<float> x = RandomF32(m * ld, rng, -2, 2);
       for (float& v : x) v = RoundToBf16(v);  // the rounded rows both kernels take
-      ScratchBuffer xp_buf, pack_buf;         // the AVX2 kernel's aligned scratch
-      float* xp = xp_buf.As<float>(avx2::PackedXFloats(m, k));
-      avx2::PackX(x.data(), ld, m, k, xp);
-      float* pack = pack_buf.As<float>(avx2::Fp8PanelPackFloats(k));
       for (bool accumulate : {false, true}) {
         std::vector<float> want(m * ldy, 0.5f), got(m * ldy, 0.5f);
-        avx2::MatMulFp8Panels(xp, m, p.view, want.data(), ldy, accumulate, pack);
-        gemv(x.data(), ld, m, p.view, got.data(), ldy, accumulate);
+        want_gemv(x.data(), ld, m, p.view, want.data(), ldy, accumulate);
+        got_gemv(x.data(), ld, m, p.view, got.data(), ldy, accumulate);
         for (size_t i = 0; i < want.size(); ++i)
           ASSERT_EQ(std::memcmp(&want[i], &got[i], 4), 0)
               << "view " << r0 << "," << c0 << " m " << m << " acc " << accumulate << " i " << i
@@ -255,6 +252,22 @@ void ExpectGemvEqualsAvx2BitForBit(const std::vector<std::array<size_t, 4>>& vie
       }
     }
   }
+}
+
+// The same against the AVX2 kernel's register tiles (1 to 3 tokens: above, it scales each weight
+// before an f32 GEMM), x packed for it as MatMul does.
+template <typename Gemv>
+void ExpectGemvEqualsAvx2BitForBit(const std::vector<std::array<size_t, 4>>& views,
+                                   const Gemv& gemv) {
+  auto avx2_gemv = [](const float* x, size_t ld, size_t m, const WeightMatrix& w, float* y,
+                      size_t ldy, bool accumulate) {
+    ScratchBuffer xp_buf, pack_buf;  // the AVX2 kernel's aligned scratch
+    float* xp = xp_buf.As<float>(avx2::PackedXFloats(m, w.cols));
+    avx2::PackX(x, ld, m, w.cols, xp);
+    float* pack = pack_buf.As<float>(avx2::Fp8PanelPackFloats(w.cols));
+    avx2::MatMulFp8Panels(xp, m, w, y, ldy, accumulate, pack);
+  };
+  ExpectGemvsEqualBitForBit(views, 3, avx2_gemv, gemv);
 }
 
 // The AVX-512 f32 FP8 panel GEMV (the avx512 table's below 8 tokens, the amx table's for views
@@ -292,28 +305,9 @@ TEST(Fp8Panels, Avx512AffineGemvEqualsFp16RouteBitForBitUpTo7Tokens) {
   if (MachineIsa() < Isa::kAvx512 || !cpu.avx512_vbmi || !cpu.gfni)
     GTEST_SKIP() << "this machine lacks AVX-512 VBMI / GFNI (it runs " << IsaName(MachineIsa())
                  << ")";
-  std::mt19937 rng(8);
-  const Fp8 f = RandomFp8(300, 400, rng);
-  for (auto [r0, n, c0, k] : {std::array<size_t, 4>{0, 64, 0, 400},
-                              {100, 77, 96, 293},
-                              {20, 45, 4, 251},
-                              {7, 16, 124, 9}}) {
-    const Panels p = Repack(f.View(r0, n, c0, k));
-    for (size_t m = 1; m <= avx512::kFp8AffineGemvMaxTokens; ++m) {
-      const size_t ld = k + 5, ldy = n + 3;
-      std::vector<float> x = RandomF32(m * ld, rng, -2, 2);
-      for (float& v : x) v = RoundToBf16(v);
-      for (bool accumulate : {false, true}) {
-        std::vector<float> want(m * ldy, 0.5f), got(m * ldy, 0.5f);
-        avx512::GemvFp8Panels(x.data(), ld, m, p.view, want.data(), ldy, accumulate);
-        avx512::GemvFp8PanelsAffine(x.data(), ld, m, p.view, got.data(), ldy, accumulate);
-        for (size_t i = 0; i < want.size(); ++i)
-          ASSERT_EQ(std::memcmp(&want[i], &got[i], 4), 0)
-              << "view " << r0 << "," << c0 << " m " << m << " acc " << accumulate << " i " << i
-              << ": " << want[i] << " vs " << got[i];
-      }
-    }
-  }
+  ExpectGemvsEqualBitForBit(
+      {{0, 64, 0, 400}, {100, 77, 96, 293}, {20, 45, 4, 251}, {7, 16, 124, 9}},
+      avx512::kFp8AffineGemvMaxTokens, avx512::GemvFp8Panels, avx512::GemvFp8PanelsAffine);
 }
 
 // x packed once for the whole call (MatMul's path on AVX2) or by each thread from the rounded
