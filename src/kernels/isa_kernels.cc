@@ -182,11 +182,6 @@ void Avx512DenseF32Rows(const PreparedX& x, const WeightMatrix& w, size_t n0, si
   avx512::GemvF32(x.f32, x.ld, x.m, wn, w.row_stride, w.cols, n1 - n0, y + n0, ldy, accumulate);
 }
 
-// FP8 panels: below kGemmMinM tokens (x as rounded f32 rows) the f32-FMA GEMVs with a whole panel
-// column in one register (up to 3 tokens on views from a 4-column group, the codes decoded by
-// GF(2)-affine maps where the CPU has VBMI and GFNI: Ice Lake, not Cascade Lake; the ISA levels
-// are a line, so this one feature is asked here, once), else the f32 register tile on decoded
-// blocks (x packed).
 // Rows t < m of x packed by avx2::PackX (tiles of kPackedXTile tokens, [k][kPackedXTile] each)
 // back into rows of k floats.
 void UnpackXRows(const float* xp, size_t m, size_t k, float* rows) {
@@ -197,6 +192,10 @@ void UnpackXRows(const float* xp, size_t m, size_t k, float* rows) {
   }
 }
 
+// FP8 panels: below kGemmMinM tokens (x as rounded f32 rows) the f32-FMA GEMVs with a whole panel
+// column in one register (on views from a 4-column group, the codes decoded by GF(2)-affine maps
+// where the CPU has VBMI and GFNI: Ice Lake, not Cascade Lake; the ISA levels are a line, so this
+// one feature is asked here, once), else the f32 register tile on decoded blocks (x packed).
 void Avx512Fp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                         size_t ldy, bool accumulate, WorkerScratch& s) {
   static const bool affine = GetCpuFeatures().avx512_vbmi && GetCpuFeatures().gfni;
