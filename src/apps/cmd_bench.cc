@@ -284,15 +284,18 @@ int RunBench(const BenchOptions& o) {
   const bool int8_experts = Int8Experts(o.model) && roof.int8_dot_gops > 0;
   const bool on_tiles = roof.bf16_tile_gflops > 0 && GemmsOnTiles(o.model, int8_experts);
   const char* bf16_peak_name = on_tiles ? "bf16 peak (AMX tiles)" : "bf16 peak";
+  // The bf16 peak of roofline r for the path the GEMMs take (rank 0's threads).
+  auto bf16_peak_of = [&](const kernels::Roofline& r) {
+    return on_tiles ? r.bf16_tile_gflops : r.bf16_fma_gflops;
+  };
   // The prompt's seconds per token at roofline r: with int8 experts, the experts' int8 operations
   // at the int8 dot peak and the rest at the bf16 peak, else all at the bf16 peak.
   auto roofline_s_per_token = [&](const kernels::Roofline& r) {
-    const double bf16_peak = (on_tiles ? r.bf16_tile_gflops : r.bf16_fma_gflops) * comm.size();
+    const double bf16_peak = bf16_peak_of(r) * comm.size();
     if (!int8_experts) return ops.total() / (bf16_peak * 1e9);
     return ops.experts / (r.int8_dot_gops * comm.size() * 1e9) + ops.rest / (bf16_peak * 1e9);
   };
-  const double all_ranks_peak =
-      (on_tiles ? roof.bf16_tile_gflops : roof.bf16_fma_gflops) * comm.size();
+  const double all_ranks_peak = bf16_peak_of(roof) * comm.size();
   std::printf(
       "\nmachine (medians of the per-run probes): read bandwidth %.1f GB/s, bf16 FMA peak %.0f "
       "GFLOP/s, f32 FMA peak %.0f GFLOP/s, int8 dot peak %.0f GOP/s",
@@ -322,7 +325,7 @@ int RunBench(const BenchOptions& o) {
     for (size_t i = 0; i < after_prefill.size(); ++i) {
       const kernels::Roofline& r = after_prefill[i];
       shares.push_back(prefill_tps[i] * roofline_s_per_token(r));
-      bf16_peaks.push_back(on_tiles ? r.bf16_tile_gflops : r.bf16_fma_gflops);
+      bf16_peaks.push_back(bf16_peak_of(r));
     }
     std::printf(
         "prefill against compute probes sustained for 0.2 s right after each prefill (the peaks "
