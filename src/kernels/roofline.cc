@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "core/check.h"
@@ -19,16 +20,36 @@ double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
   return std::chrono::duration<double>(b - a).count();
 }
 
-// Best of `reps` timings of fn run on every thread at once (the slowest thread counts).
-template <typename Fn>
-double BestSeconds(ThreadPool& pool, int reps, const Fn& fn) {
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pool.Run([&](size_t thread, size_t threads) { fn(thread, threads); });
-    best = std::min(best, Seconds(t0, std::chrono::steady_clock::now()));
-  }
-  return best;
+// The compute peaks of the table's probes (read_gbps left 0), all threads at once.
+// measure(run) decides the timing: run(iters) runs iters steps of a probe's chains on every
+// thread at once and returns its seconds (the slowest thread counts); measure returns the
+// iterations and seconds to count.
+template <typename Measure>
+Roofline ComputePeaks(KernelContext& ctx, const Measure& measure) {
+  const IsaKernels& kern = ctx.kernels();
+  ThreadPool& pool = ctx.pool();
+  const size_t threads = pool.num_threads();
+  std::vector<float> fsinks(threads);
+  std::vector<int32_t> isinks(threads);
+  auto peak = [&](const IsaKernels::Probe& probe, void* sink0, size_t sink_bytes) {
+    if (!probe.run) return 0.0;
+    char* sinks0 = static_cast<char*>(sink0);
+    auto run = [&](size_t iters) {
+      const auto t0 = std::chrono::steady_clock::now();
+      pool.Run([&](size_t t, size_t) { probe.run(iters, sinks0 + t * sink_bytes); });
+      return Seconds(t0, std::chrono::steady_clock::now());
+    };
+    const auto [iters, s] = measure(run);
+    return threads * iters * 12.0 * probe.ops / s / 1e9;
+  };
+  Roofline roof;
+  roof.f32_fma_gflops = peak(kern.f32_fma, fsinks.data(), sizeof(float));
+  // Without a bf16 dot instruction the bf16 GEMMs run on f32 FMAs: the same peak.
+  roof.bf16_fma_gflops =
+      kern.bf16_dot.run ? peak(kern.bf16_dot, fsinks.data(), sizeof(float)) : roof.f32_fma_gflops;
+  roof.int8_dot_gops = peak(kern.int8_dot, isinks.data(), sizeof(int32_t));
+  roof.bf16_tile_gflops = peak(kern.bf16_tile, fsinks.data(), sizeof(float));
+  return roof;
 }
 
 constexpr size_t kProbeFloats = (size_t{1} << 30) / sizeof(float), kPassFloats = kProbeFloats / 32;
@@ -65,68 +86,35 @@ double ReadBandwidthProbe::PassGbps() {
 }
 
 Roofline MeasureRoofline(KernelContext& ctx, ReadBandwidthProbe* probe) {
-  const IsaKernels& kern = ctx.kernels();
-  ThreadPool& pool = ctx.pool();
-  Roofline roof;
-  const size_t threads = pool.num_threads();
-
   // Read bandwidth: many short passes, the best one kept: on a shared machine a long pass is
   // rarely run with every thread on a core. On huge pages: the machine's best.
+  double read_gbps = 0;
   {
     std::optional<ReadBandwidthProbe> own;
     if (!probe) probe = &own.emplace(ctx);
-    for (int r = 0; r < 96; ++r) roof.read_gbps = std::max(roof.read_gbps, probe->PassGbps());
+    for (int r = 0; r < 96; ++r) read_gbps = std::max(read_gbps, probe->PassGbps());
   }
-
   // Compute peaks: ~1 ms per run (short, for the same reason), independent chains in registers,
   // all threads, best of 30: with only a few runs, one preempted thread on a shared machine
   // halved the 2-thread figure.
-  const size_t iters = 200'000;
-  std::vector<float> fsinks(threads);
-  std::vector<int32_t> isinks(threads);
-  auto peak = [&](const IsaKernels::Probe& probe, void* sink0, size_t sink_bytes) {
-    if (!probe.run) return 0.0;
-    char* sinks0 = static_cast<char*>(sink0);
-    const double s =
-        BestSeconds(pool, 30, [&](size_t t, size_t) { probe.run(iters, sinks0 + t * sink_bytes); });
-    return threads * iters * 12.0 * probe.ops / s / 1e9;
-  };
-  roof.f32_fma_gflops = peak(kern.f32_fma, fsinks.data(), sizeof(float));
-  // Without a bf16 dot instruction the bf16 GEMMs run on f32 FMAs: the same peak.
-  roof.bf16_fma_gflops =
-      kern.bf16_dot.run ? peak(kern.bf16_dot, fsinks.data(), sizeof(float)) : roof.f32_fma_gflops;
-  roof.int8_dot_gops = peak(kern.int8_dot, isinks.data(), sizeof(int32_t));
-  roof.bf16_tile_gflops = peak(kern.bf16_tile, fsinks.data(), sizeof(float));
+  Roofline roof = ComputePeaks(ctx, [](const auto& run) {
+    const size_t iters = 200'000;
+    double best = 1e30;
+    for (int r = 0; r < 30; ++r) best = std::min(best, run(iters));
+    return std::pair{iters, best};
+  });
+  roof.read_gbps = read_gbps;
   return roof;
 }
 
 Roofline MeasureSustainedCompute(KernelContext& ctx, double seconds) {
-  const IsaKernels& kern = ctx.kernels();
-  ThreadPool& pool = ctx.pool();
-  const size_t threads = pool.num_threads();
-  std::vector<float> fsinks(threads);
-  std::vector<int32_t> isinks(threads);
-  auto sustained = [&](const IsaKernels::Probe& probe, void* sink0, size_t sink_bytes) {
-    if (!probe.run) return 0.0;
-    char* sinks0 = static_cast<char*>(sink0);
-    auto run = [&](size_t iters) {
-      const auto t0 = std::chrono::steady_clock::now();
-      pool.Run([&](size_t t, size_t) { probe.run(iters, sinks0 + t * sink_bytes); });
-      return Seconds(t0, std::chrono::steady_clock::now());
-    };
-    // A short run sizes the long one; the long one's rate is the figure.
+  // A short run sizes the long one; the long one's rate is the figure.
+  return ComputePeaks(ctx, [seconds](const auto& run) {
     const size_t calib = 50'000;
     const double rate = calib / std::max(run(calib), 1e-6);
     const size_t iters = std::max<size_t>(calib, static_cast<size_t>(rate * seconds));
-    return threads * iters * 12.0 * probe.ops / run(iters) / 1e9;
-  };
-  Roofline roof;
-  roof.f32_fma_gflops = sustained(kern.f32_fma, fsinks.data(), sizeof(float));
-  roof.bf16_fma_gflops = kern.bf16_dot.run ? sustained(kern.bf16_dot, fsinks.data(), sizeof(float))
-                                           : roof.f32_fma_gflops;
-  roof.int8_dot_gops = sustained(kern.int8_dot, isinks.data(), sizeof(int32_t));
-  roof.bf16_tile_gflops = sustained(kern.bf16_tile, fsinks.data(), sizeof(float));
-  return roof;
+    return std::pair{iters, run(iters)};
+  });
 }
 
 }  // namespace moeserve::kernels
