@@ -65,7 +65,7 @@ void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
   const __m256 f1 = _mm256_set1_ps(fused ? scale * 256.0f : 256.0f), s = _mm256_set1_ps(scale);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m128i h = E4m3HalfBits8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + i)));
+    const __m128i h = E4m3HalfBits8At(src + i);
     __m256 v = _mm256_mul_ps(_mm256_cvtph_ps(h), f1);
     if (!fused) v = _mm256_mul_ps(v, s);
     _mm256_storeu_ps(dst + i, v);

@@ -24,7 +24,7 @@ constexpr size_t kTile = kPackedXTile;
 // Column of 16 codes → e4m3 · 2^-8 as f32 (through fp16 bits, e4m3_half_bits.h), rows 0..7 (lo)
 // and 8..15 (hi).
 inline void DecodeColumn(const uint8_t* col, __m256& lo, __m256& hi) {
-  const __m256i h = E4m3HalfBits16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col)));
+  const __m256i h = E4m3HalfBits16At(col);
   lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
   hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
 }

@@ -35,7 +35,7 @@ constexpr size_t kRows = kFp8PanelRows;
 
 // Column of 16 codes → e4m3 · 2^-8 as f32 (through fp16 bits, e4m3_half_bits.h), lane r = row r.
 inline __m512 DecodeColumn(const uint8_t* col) {
-  return _mm512_cvtph_ps(E4m3HalfBits16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col))));
+  return _mm512_cvtph_ps(E4m3HalfBits16At(col));
 }
 
 inline void Prefetch(const uint8_t* col) {

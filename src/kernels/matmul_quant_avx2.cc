@@ -31,7 +31,7 @@ inline float E4M3Scalar(uint8_t c) {
 
 // 8 codes at once through fp16 bits (e4m3_half_bits.h: no f32 subnormal multiplied), · 256.
 inline __m256 E4M3x8(const uint8_t* p) {
-  const __m128i h = E4m3HalfBits8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  const __m128i h = E4m3HalfBits8At(p);
   return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
 }
 
