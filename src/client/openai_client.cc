@@ -112,6 +112,11 @@ OpenAIClient::OpenAIClient(Endpoint endpoint, ClientOptions options)
   http_->set_read_timeout(to_us(options_.read_timeout_s));
   http_->set_write_timeout(to_us(options_.read_timeout_s));
   http_->set_keep_alive(true);
+  // httplib writes a request's headers and body in two sends; with Nagle's algorithm on, the body
+  // waits for the server's (delayed, up to 40 ms on Linux) ACK of the headers, which every TTFT
+  // measured through this client carried (server-side TTFT 0.19 s, the client's 0.23 s). vLLM's
+  // bench client (aiohttp) turns Nagle off too.
+  http_->set_tcp_nodelay(true);
   if (!options_.api_key.empty()) http_->set_bearer_token_auth(options_.api_key.c_str());
 }
 

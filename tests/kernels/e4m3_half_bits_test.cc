@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "runtime/cpu_features.h"
 #include "kernels/quant.h"
+#include "runtime/cpu_features.h"
 
 // The header's helpers are static inline AVX2 / F16C code: compiled here with those flags only.
 #pragma GCC push_options
