@@ -81,6 +81,7 @@ void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
 #include "kernels/attention_tile.h"
 
 constexpr size_t kKeys = 8;            // keys per chunk: one score vector
+constexpr size_t kScoreChunks = 1;     // chunks per score pass: 16 registers hold 8 rows x 1
 constexpr size_t kMaxHeadDim = 256;    // bound of the chunk scratch below; larger: generic tile
 constexpr size_t kQkRows = 8;          // rows per score pass
 constexpr size_t kPvRows = 2;          // rows per P.V pass (2 x 4 ymm accumulators)
@@ -183,31 +184,36 @@ void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, siz
   }
 }
 
-// out[r][p] = Σ_j q[r][j] · kt[j][p] for kRows rows. FMA latency 4-5 cycles at two a cycle: with
-// few rows the FMAs are split over independent chains.
-template <int kRows>
+// out[c][r][p] = Σ_j q[r][j] · kt[c][j][p] for kRows rows and kChunks chunks (kt + c · d · kKeys,
+// out + c · kQkRows · kKeys; this table passes one, kScoreChunks). FMA latency 4-5 cycles at two
+// a cycle: with few rows the FMAs are split over independent chains.
+template <int kRows, int kChunks>
 inline void Scores(const float* const* q, const float* kt, size_t d, float* out) {
   constexpr int kChains = kRows <= 2 ? 4 : (kRows <= 6 ? 2 : 1);
-  __m256 acc[kRows][kChains];
-  for (int r = 0; r < kRows; ++r)
-    for (int c = 0; c < kChains; ++c) acc[r][c] = _mm256_setzero_ps();
+  __m256 acc[kChunks][kRows][kChains];
+  for (int u = 0; u < kChunks; ++u)
+    for (int r = 0; r < kRows; ++r)
+      for (int c = 0; c < kChains; ++c) acc[u][r][c] = _mm256_setzero_ps();
   const size_t full = d / kChains * kChains;
   for (size_t j = 0; j < full; j += kChains)
-    for (int c = 0; c < kChains; ++c) {
-      const __m256 k = _mm256_load_ps(kt + (j + c) * kKeys);
+    for (int c = 0; c < kChains; ++c)
+      for (int u = 0; u < kChunks; ++u) {
+        const __m256 k = _mm256_load_ps(kt + u * d * kKeys + (j + c) * kKeys);
+        for (int r = 0; r < kRows; ++r)
+          acc[u][r][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + j + c), k, acc[u][r][c]);
+      }
+  for (size_t j = full; j < d; ++j)
+    for (int u = 0; u < kChunks; ++u) {
+      const __m256 k = _mm256_load_ps(kt + u * d * kKeys + j * kKeys);
       for (int r = 0; r < kRows; ++r)
-        acc[r][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + j + c), k, acc[r][c]);
+        acc[u][r][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + j), k, acc[u][r][0]);
     }
-  for (size_t j = full; j < d; ++j) {
-    const __m256 k = _mm256_load_ps(kt + j * kKeys);
-    for (int r = 0; r < kRows; ++r)
-      acc[r][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + j), k, acc[r][0]);
-  }
-  for (int r = 0; r < kRows; ++r) {
-    __m256 t = acc[r][0];
-    for (int c = 1; c < kChains; ++c) t = _mm256_add_ps(t, acc[r][c]);
-    _mm256_store_ps(out + r * kKeys, t);
-  }
+  for (int u = 0; u < kChunks; ++u)
+    for (int r = 0; r < kRows; ++r) {
+      __m256 t = acc[u][r][0];
+      for (int c = 1; c < kChains; ++c) t = _mm256_add_ps(t, acc[u][r][c]);
+      _mm256_store_ps(out + (u * kQkRows + r) * kKeys, t);
+    }
 }
 
 inline float HorizontalMax(__m256 v) {

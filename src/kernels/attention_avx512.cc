@@ -86,6 +86,7 @@ void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
 #include "kernels/attention_tile.h"
 
 constexpr size_t kKeys = 16;         // keys per chunk: one score vector
+constexpr size_t kScoreChunks = 2;   // chunks per score pass (attention_fast_tile.h)
 constexpr size_t kMaxHeadDim = 256;  // bound of the chunk scratch below; larger: generic tile
 constexpr size_t kQkRows = 8;        // rows per score pass (8 FMA chains, kt loaded once)
 constexpr size_t kPvRows = 4;        // rows per P.V pass (4 x 4 zmm accumulators)
@@ -93,10 +94,11 @@ constexpr size_t kPvRows = 4;        // rows per P.V pass (4 x 4 zmm accumulator
 // less time than none; 2 chunks into L2 -> ~20% less again; 4 no better).
 constexpr size_t kPrefetchChunks = 2;
 
-// Chunk scratch, per thread (the tile's own scratch is sized per cache block, which may be
-// smaller than a chunk). 32 KB per thread.
-alignas(64) thread_local float t_kt[kMaxHeadDim * kKeys];  // K^T: [head_dim][16 keys]
-alignas(64) thread_local float t_v[kKeys * kMaxHeadDim];   // V: [16 keys][head_dim rounded to 16]
+// Chunk scratch of a score pass, per thread (the tile's own scratch is sized per cache block,
+// which may be smaller than a pass). 64 KB per thread.
+// K^T: [kScoreChunks][head_dim][16 keys]; V: [kScoreChunks · 16 keys][head_dim rounded to 16].
+alignas(64) thread_local float t_kt[kScoreChunks * kMaxHeadDim * kKeys];
+alignas(64) thread_local float t_v[kScoreChunks * kKeys * kMaxHeadDim];
 
 // kt[j][p] = K[p][j] for j < d, p < 16; keys p >= nk are zero.
 void TransposeKeysBf16(const bf16* const rows[kKeys], size_t nk, size_t d, float* kt) {
@@ -181,31 +183,40 @@ void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, siz
   }
 }
 
-// out[r] (lane p) = Σ_j q[r][j] · kt[j][p] for kRows rows. With few rows the FMAs are split
-// over independent chains (FMA latency 4 cycles, one zmm FMA per cycle).
-template <int kRows>
+// out[c][r] (lane p) = Σ_j q[r][j] · kt[c][j][p] for kRows rows and kChunks chunks (kt + c · d ·
+// kKeys, out + c · kQkRows · kKeys). With few rows the FMAs are split over independent chains
+// (FMA latency 4 cycles, one zmm FMA per cycle), as many per row whatever kChunks, so that a row's
+// sums do not depend on it. Each broadcast of q feeds kChunks FMAs: with 8 rows and one chunk the
+// pass issued 9 loads per 8 FMAs and was bound by them.
+template <int kRows, int kChunks>
 inline void Scores(const float* const* q, const float* kt, size_t d, float* out) {
   constexpr int kChains = kRows >= 4 ? 1 : (kRows == 1 ? 4 : 2);
-  __m512 acc[kRows][kChains];
-  for (int r = 0; r < kRows; ++r)
-    for (int c = 0; c < kChains; ++c) acc[r][c] = _mm512_setzero_ps();
+  __m512 acc[kChunks][kRows][kChains];
+  for (int u = 0; u < kChunks; ++u)
+    for (int r = 0; r < kRows; ++r)
+      for (int c = 0; c < kChains; ++c) acc[u][r][c] = _mm512_setzero_ps();
   const size_t full = d / kChains * kChains;
   for (size_t j = 0; j < full; j += kChains)
     for (int c = 0; c < kChains; ++c) {
-      const __m512 k = _mm512_load_ps(kt + (j + c) * kKeys);
-      for (int r = 0; r < kRows; ++r)
-        acc[r][c] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][j + c]), k, acc[r][c]);
+      __m512 k[kChunks];
+      for (int u = 0; u < kChunks; ++u) k[u] = _mm512_load_ps(kt + u * d * kKeys + (j + c) * kKeys);
+      for (int r = 0; r < kRows; ++r) {
+        const __m512 qv = _mm512_set1_ps(q[r][j + c]);
+        for (int u = 0; u < kChunks; ++u) acc[u][r][c] = _mm512_fmadd_ps(qv, k[u], acc[u][r][c]);
+      }
     }
-  for (size_t j = full; j < d; ++j) {
-    const __m512 k = _mm512_load_ps(kt + j * kKeys);
-    for (int r = 0; r < kRows; ++r)
-      acc[r][0] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][j]), k, acc[r][0]);
-  }
-  for (int r = 0; r < kRows; ++r) {
-    __m512 t = acc[r][0];
-    for (int c = 1; c < kChains; ++c) t = _mm512_add_ps(t, acc[r][c]);
-    _mm512_store_ps(out + r * kKeys, t);
-  }
+  for (size_t j = full; j < d; ++j)
+    for (int u = 0; u < kChunks; ++u) {
+      const __m512 k = _mm512_load_ps(kt + u * d * kKeys + j * kKeys);
+      for (int r = 0; r < kRows; ++r)
+        acc[u][r][0] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][j]), k, acc[u][r][0]);
+    }
+  for (int u = 0; u < kChunks; ++u)
+    for (int r = 0; r < kRows; ++r) {
+      __m512 t = acc[u][r][0];
+      for (int c = 1; c < kChains; ++c) t = _mm512_add_ps(t, acc[u][r][c]);
+      _mm512_store_ps(out + (u * kQkRows + r) * kKeys, t);
+    }
 }
 
 // acc[r][0, d) = acc[r] · corr[r] + Σ_{k < n_keys} p[r][k] · v[k] for kRows rows; p rows are

@@ -2,16 +2,21 @@
 // AVX-512 TU (attention_avx512.cc, 16 keys per chunk) and the AVX2 one (attention_avx2.cc, 8)
 // include it INSIDE their anonymous namespace, after defining, for their width:
 //   constexpr size_t kKeys;             keys per chunk: one score vector
+//   constexpr size_t kScoreChunks;      chunks whose scores one pass computes (1 or 2)
 //   constexpr size_t kQkRows, kPvRows;  rows per score pass / per P·V pass
 //   constexpr size_t kPrefetchChunks;   K/V rows this many chunks ahead into L2
-//   float* ChunkKt(); float* ChunkV();  the thread's chunk scratch: K^T [d][kKeys], V [kKeys][ldv]
+//   float* ChunkKt(); float* ChunkV();  the thread's chunk scratch for kScoreChunks chunks: K^T
+//                                       [kScoreChunks][d][kKeys], V [kScoreChunks · kKeys][ldv]
 //   void Widen(const bf16*, float*, size_t);  void WidenFp8(const uint8_t*, float, float*, size_t);
 //   void TransposeKeysBf16(const bf16* const rows[kKeys], size_t nk, size_t d, float* kt);
 //   void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, size_t nk,
 //                         size_t d, float* kt);        kt[j][p] = K[p][j] as f32, keys p >= nk zero
-//   template <int kRows> void Scores(const float* const* q, const float* kt, size_t d, float* s);
-//                                       s[r][p] = q[r] · K[p] for kRows ≤ kQkRows = 8 rows,
-//                                       kKeys apart (the rows unrolled)
+//   template <int kRows, int kChunks> void Scores(const float* const* q, const float* kt, size_t d,
+//                                                 float* s);
+//                                       s[c][r][p] = q[r] · K[c][p] for kRows ≤ kQkRows = 8 rows
+//                                       and kChunks ≤ kScoreChunks chunks (kt + c · d · kKeys,
+//                                       s + c · kQkRows · kKeys), each row's sum over j in the
+//                                       same order whatever kChunks (the rows unrolled)
 //   float SoftmaxRow(const float* s, size_t n_valid, float scale, float& max, float& sum,
 //                    float* p);         one row's chunk: p = e^(scale · s − max') on keys
 //                                       [0, n_valid), zero past them; max and sum updated;
@@ -25,32 +30,46 @@
 // Per chunk of kKeys consecutive positions (spanning cache blocks of any size), for all rows of
 // the work item (row = query of the tile x q head of the kv head's group): K transposed once and
 // V widened once, shared by every row; scores by broadcast FMAs (no horizontal sums); the online
-// softmax per row on its score vector; P·V into the rows' f32 accumulators.
+// softmax per row on its score vector; P·V into the rows' f32 accumulators. The keys are walked
+// kScoreChunks chunks at a time, so that one score pass loads each broadcast of q for that many
+// score vectors (AVX-512: 2 vectors x 8 rows, 16 FMAs per 10 loads instead of 8 per 9, where the
+// pass was bound by its loads); softmax and P·V still take the chunks one after another, so the
+// sums are those of walking one chunk at a time.
 // Numerics as the generic tile (attention_tile.h) and AttentionReference: q, scores, softmax and
 // sums in f32, K and V dequantized exactly; only the summation order and the vector exp differ.
 namespace {
 
 static_assert(kQkRows == 8, "ScoresN dispatches Scores<1> .. Scores<8>");
+static_assert(kScoreChunks == 1 || kScoreChunks == 2, "ScoresN dispatches 1 or 2 chunks");
 
-inline void ScoresN(size_t n, const float* const* q, const float* kt, size_t d, float* out) {
+template <int kChunks>
+inline void ScoresRows(size_t n, const float* const* q, const float* kt, size_t d, float* out) {
   switch (n) {
     case 1:
-      return Scores<1>(q, kt, d, out);
+      return Scores<1, kChunks>(q, kt, d, out);
     case 2:
-      return Scores<2>(q, kt, d, out);
+      return Scores<2, kChunks>(q, kt, d, out);
     case 3:
-      return Scores<3>(q, kt, d, out);
+      return Scores<3, kChunks>(q, kt, d, out);
     case 4:
-      return Scores<4>(q, kt, d, out);
+      return Scores<4, kChunks>(q, kt, d, out);
     case 5:
-      return Scores<5>(q, kt, d, out);
+      return Scores<5, kChunks>(q, kt, d, out);
     case 6:
-      return Scores<6>(q, kt, d, out);
+      return Scores<6, kChunks>(q, kt, d, out);
     case 7:
-      return Scores<7>(q, kt, d, out);
+      return Scores<7, kChunks>(q, kt, d, out);
     default:
-      return Scores<8>(q, kt, d, out);
+      return Scores<8, kChunks>(q, kt, d, out);
   }
+}
+
+// Scores of n rows over `chunks` (1 .. kScoreChunks) chunks.
+inline void ScoresN(size_t n, size_t chunks, const float* const* q, const float* kt, size_t d,
+                    float* out) {
+  if constexpr (kScoreChunks > 1)
+    if (chunks > 1) return ScoresRows<2>(n, q, kt, d, out);
+  ScoresRows<1>(n, q, kt, d, out);
 }
 
 template <size_t kD>
@@ -70,57 +89,74 @@ void FastTile(const AttentionTileArgs& a) {
   const bf16* k_rows[kKeys];
   const uint8_t* k_rows8[kKeys];
   alignas(64) float k_scales[kKeys];
-  alignas(64) float s[kQkRows * kKeys];
+  alignas(64) float s[kScoreChunks * kQkRows * kKeys];
   alignas(64) float p[kQkRows * kKeys];
   float corr[kQkRows];
   const float* q_rows[kQkRows];
   float* acc_rows[kQkRows];
-  for (size_t c0 = a.key0; c0 < kv_end; c0 += kKeys) {
-    const size_t nk = kv_end - c0 < kKeys ? kv_end - c0 : kKeys;
-    // Rows are ordered by query, so the rows that see any key of this chunk are a suffix.
+  constexpr size_t kStep = kScoreChunks * kKeys;  // keys per score pass
+  for (size_t c0 = a.key0; c0 < kv_end; c0 += kStep) {
+    const size_t chunks = (MinSize(kStep, kv_end - c0) + kKeys - 1) / kKeys;
+    // Rows are ordered by query, so the rows that see any key of this step are a suffix.
     const size_t i_first = c0 > a.first_pos + a.q0 ? c0 - a.first_pos : a.q0;
     const size_t r_first = (i_first - a.q0) * group;
     const size_t pf0 = c0 + kPrefetchChunks * kKeys;
-    if (pf0 < kv_end) PrefetchKvRows(a, pf0, pf0 + kKeys < kv_end ? pf0 + kKeys : kv_end);
-    for (size_t k = 0; k < nk; ++k) {
-      const size_t pos = c0 + k, blk = pos / bs, at = (pos % bs) * a.num_kv_heads + a.kv_head;
-      if (a.k_blocks8) {
-        const uint8_t* kb = a.k_blocks8[blk];
-        const uint8_t* vb = a.v_blocks8[blk];
-        k_rows8[k] = kb + at * d;
-        k_scales[k] = reinterpret_cast<const float*>(kb + a.scale_offset)[at];
-        WidenFp8(vb + at * d, reinterpret_cast<const float*>(vb + a.scale_offset)[at], v + k * ldv,
-                 d);
-      } else {
-        k_rows[k] = a.k_blocks[blk] + at * d;
-        Widen(a.v_blocks[blk] + at * d, v + k * ldv, d);
+    if (pf0 < kv_end) PrefetchKvRows(a, pf0, MinSize(pf0 + kStep, kv_end));
+    for (size_t c = 0; c < chunks; ++c) {
+      const size_t k0 = c0 + c * kKeys, nk = MinSize(kKeys, kv_end - k0);
+      float* const vc = v + c * kKeys * ldv;
+      float* const ktc = kt + c * d * kKeys;
+      for (size_t k = 0; k < nk; ++k) {
+        const size_t pos = k0 + k, blk = pos / bs, at = (pos % bs) * a.num_kv_heads + a.kv_head;
+        if (a.k_blocks8) {
+          const uint8_t* kb = a.k_blocks8[blk];
+          const uint8_t* vb = a.v_blocks8[blk];
+          k_rows8[k] = kb + at * d;
+          k_scales[k] = reinterpret_cast<const float*>(kb + a.scale_offset)[at];
+          WidenFp8(vb + at * d, reinterpret_cast<const float*>(vb + a.scale_offset)[at],
+                   vc + k * ldv, d);
+        } else {
+          k_rows[k] = a.k_blocks[blk] + at * d;
+          Widen(a.v_blocks[blk] + at * d, vc + k * ldv, d);
+        }
+        if (ldv != d)  // P.V's tail reads whole vectors: keep the padding finite
+          for (size_t j = d; j < ldv; ++j) vc[k * ldv + j] = 0.0f;
       }
-      if (ldv != d)  // P.V's tail reads whole vectors: keep the padding finite
-        for (size_t j = d; j < ldv; ++j) v[k * ldv + j] = 0.0f;
+      if (a.k_blocks8)
+        TransposeKeysFp8(k_rows8, k_scales, nk, d, ktc);
+      else
+        TransposeKeysBf16(k_rows, nk, d, ktc);
     }
-    if (a.k_blocks8)
-      TransposeKeysFp8(k_rows8, k_scales, nk, d, kt);
-    else
-      TransposeKeysBf16(k_rows, nk, d, kt);
 
     for (size_t r0 = r_first; r0 < rows; r0 += kQkRows) {
       const size_t nr = rows - r0 < kQkRows ? rows - r0 : kQkRows;
-      size_t n_valid[kQkRows];
       for (size_t r = 0; r < nr; ++r) {
         const size_t i = a.q0 + (r0 + r) / group, h = a.kv_head * group + (r0 + r) % group;
         q_rows[r] = a.q + i * a.ldq + h * d;
         acc_rows[r] = a.acc + (r0 + r) * d;
-        const size_t seen = a.first_pos + i - c0 + 1;  // ≥ 1: the row sees key c0
-        n_valid[r] = seen < nk ? seen : nk;
       }
-      ScoresN(nr, q_rows, kt, d, s);
-      for (size_t r = 0; r < nr; ++r)
-        corr[r] = SoftmaxRow(s + r * kKeys, n_valid[r], a.scale, a.max[r0 + r], a.sum[r0 + r],
-                             p + r * kKeys);
-      // Later rows see at least as many keys; rows past their own causal end carry p = 0.
-      for (size_t r = 0; r < nr; r += kPvRows) {
-        const size_t n = nr - r < kPvRows ? nr - r : kPvRows;
-        AccumulatePvN(n, acc_rows + r, corr + r, p + r * kKeys, v, ldv, n_valid[r + n - 1], d);
+      ScoresN(nr, chunks, q_rows, kt, d, s);
+      for (size_t c = 0; c < chunks; ++c) {
+        const size_t k0 = c0 + c * kKeys, nk = MinSize(kKeys, kv_end - k0);
+        // Rows [r_see, nr) of the pass see key k0 (all of them for the first chunk).
+        size_t r_see = 0;
+        size_t n_valid[kQkRows];
+        for (size_t r = 0; r < nr; ++r) {
+          const size_t i = a.q0 + (r0 + r) / group;
+          const size_t end = a.first_pos + i + 1;  // keys [0, end) are the row's
+          n_valid[r] = end > k0 ? MinSize(end - k0, nk) : 0;
+          if (n_valid[r] == 0) r_see = r + 1;
+        }
+        const float* sc = s + c * kQkRows * kKeys;
+        for (size_t r = r_see; r < nr; ++r)
+          corr[r] = SoftmaxRow(sc + r * kKeys, n_valid[r], a.scale, a.max[r0 + r], a.sum[r0 + r],
+                               p + r * kKeys);
+        // Later rows see at least as many keys; rows past their own causal end carry p = 0.
+        for (size_t r = r_see; r < nr; r += kPvRows) {
+          const size_t n = nr - r < kPvRows ? nr - r : kPvRows;
+          AccumulatePvN(n, acc_rows + r, corr + r, p + r * kKeys, v + c * kKeys * ldv, ldv,
+                        n_valid[r + n - 1], d);
+        }
       }
     }
   }
