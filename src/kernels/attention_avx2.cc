@@ -223,33 +223,45 @@ inline float HorizontalMax(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-// One row's chunk of the online softmax (attention_fast_tile.h): keys past n_valid masked out of
-// the max, p = e^(s − max) zero there (Exp clamps, so the mask is applied after it).
-float SoftmaxRow(const float* s, size_t n_valid, float scale, float& max, float& sum, float* p) {
+// One row's step of the online softmax over `chunks` score vectors (attention_fast_tile.h;
+// chunk c's at s + c · kQkRows · kKeys): keys past n_valid masked out of the max, p = e^(s − max)
+// zero there (Exp clamps, so the mask is applied after it), p[c · kKeys + lane].
+float SoftmaxRow(const float* s, size_t chunks, size_t n_valid, float scale, float& max, float& sum,
+                 float* p) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256 valid =
-      _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n_valid)), lane));
-  const __m256 sr = _mm256_blendv_ps(
-      _mm256_set1_ps(-INFINITY), _mm256_mul_ps(_mm256_load_ps(s), _mm256_set1_ps(scale)), valid);
+  __m256 sr[kScoreChunks], valid[kScoreChunks];
+  __m256 m = _mm256_set1_ps(-INFINITY);
+  for (size_t c = 0; c < chunks; ++c) {
+    const int n = static_cast<int>(n_valid > c * kKeys ? n_valid - c * kKeys : 0);
+    valid[c] = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane));
+    sr[c] = _mm256_blendv_ps(
+        _mm256_set1_ps(-INFINITY),
+        _mm256_mul_ps(_mm256_load_ps(s + c * kQkRows * kKeys), _mm256_set1_ps(scale)), valid[c]);
+    m = _mm256_max_ps(m, sr[c]);
+  }
   const float old_max = max;
-  const float new_max = MaxF(old_max, HorizontalMax(sr));
-  // The max settles after a few chunks: skip the exp when it did not move.
+  const float new_max = MaxF(old_max, HorizontalMax(m));
+  // The max settles after a few steps: skip the exp when it did not move.
   const float corr = old_max == new_max ? 1.0f
                      : old_max == -INFINITY
                          ? 0.0f
                          : _mm256_cvtss_f32(Exp(_mm256_set1_ps(old_max - new_max)));
-  const __m256 pr = _mm256_and_ps(valid, Exp(_mm256_sub_ps(sr, _mm256_set1_ps(new_max))));
-  _mm256_store_ps(p, pr);
-  sum = sum * corr + HorizontalSum(pr);
+  __m256 total = _mm256_setzero_ps();
+  for (size_t c = 0; c < chunks; ++c) {
+    const __m256 pr = _mm256_and_ps(valid[c], Exp(_mm256_sub_ps(sr[c], _mm256_set1_ps(new_max))));
+    _mm256_store_ps(p + c * kKeys, pr);
+    total = _mm256_add_ps(total, pr);
+  }
+  sum = sum * corr + HorizontalSum(total);
   max = new_max;
   return corr;
 }
 
 // acc[r][0, d) = acc[r] · corr[r] + Σ_{k < n_keys} p[r][k] · v[k] for kRows rows; p rows are
-// kKeys floats apart, v rows ldv apart (d rounded up to 8, the padding zero).
+// ldp floats apart, v rows ldv apart (d rounded up to 8, the padding zero).
 template <int kRows>
-inline void AccumulatePv(float* const* acc, const float* corr, const float* p, const float* v,
-                         size_t ldv, size_t n_keys, size_t d) {
+inline void AccumulatePv(float* const* acc, const float* corr, const float* p, size_t ldp,
+                         const float* v, size_t ldv, size_t n_keys, size_t d) {
   size_t j = 0;
   for (; j + 32 <= d; j += 32) {
     __m256 o[kRows][4];
@@ -262,7 +274,7 @@ inline void AccumulatePv(float* const* acc, const float* corr, const float* p, c
       const __m256 v0 = _mm256_load_ps(vk), v1 = _mm256_load_ps(vk + 8);
       const __m256 v2 = _mm256_load_ps(vk + 16), v3 = _mm256_load_ps(vk + 24);
       for (int r = 0; r < kRows; ++r) {
-        const __m256 pr = _mm256_broadcast_ss(p + r * kKeys + k);
+        const __m256 pr = _mm256_broadcast_ss(p + r * ldp + k);
         o[r][0] = _mm256_fmadd_ps(pr, v0, o[r][0]);
         o[r][1] = _mm256_fmadd_ps(pr, v1, o[r][1]);
         o[r][2] = _mm256_fmadd_ps(pr, v2, o[r][2]);
@@ -282,16 +294,16 @@ inline void AccumulatePv(float* const* acc, const float* corr, const float* p, c
     for (size_t k = 0; k < n_keys; ++k) {
       const __m256 vk = _mm256_load_ps(v + k * ldv + j);  // padding columns: zero, unstored
       for (int r = 0; r < kRows; ++r)
-        o[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r * kKeys + k), vk, o[r]);
+        o[r] = _mm256_fmadd_ps(_mm256_broadcast_ss(p + r * ldp + k), vk, o[r]);
     }
     for (int r = 0; r < kRows; ++r) StoreMasked(acc[r] + j, o[r], d - j, /*accumulate=*/false);
   }
 }
 
-void AccumulatePvN(size_t n, float* const* acc, const float* corr, const float* p, const float* v,
-                   size_t ldv, size_t n_keys, size_t d) {
-  if (n == 1) return AccumulatePv<1>(acc, corr, p, v, ldv, n_keys, d);
-  AccumulatePv<2>(acc, corr, p, v, ldv, n_keys, d);
+void AccumulatePvN(size_t n, float* const* acc, const float* corr, const float* p, size_t ldp,
+                   const float* v, size_t ldv, size_t n_keys, size_t d) {
+  if (n == 1) return AccumulatePv<1>(acc, corr, p, ldp, v, ldv, n_keys, d);
+  AccumulatePv<2>(acc, corr, p, ldp, v, ldv, n_keys, d);
 }
 
 void StoreRowScaled(const float* acc, float inv, float* out, size_t d) {

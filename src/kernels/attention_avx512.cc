@@ -1,18 +1,18 @@
 // Attention tile with AVX-512 F (built with the AVX-512 flags, no BF16 instruction: the avx512,
 // avx512bf16 and amx tables run it).
 //
-// The fast tile (FastTile below) visits keys 16 at a time, a "chunk" of consecutive positions
-// that may span cache blocks of any size, for all rows of the work item at once (row = query of
-// the tile x q head of the kv head's group):
-//   1. K of the chunk is transposed once into kt [head_dim][16 keys] f32 (bf16 pairs or 4 e4m3
+// The fast tile (FastTile below) visits keys 32 at a time, a step of two 16-key "chunks" of
+// consecutive positions that may span cache blocks of any size, for all rows of the work item at
+// once (row = query of the tile x q head of the kv head's group):
+//   1. K of each chunk is transposed once into kt [head_dim][16 keys] f32 (bf16 pairs or 4 e4m3
 //      codes per dword: one 16x16 dword transpose covers 32 bf16 or 64 fp8 dims), and V widened
-//      into v [16 keys][head_dim] f32. Both are shared by every row of the item.
-//   2. Scores: for up to 8 rows at a time, score vector (lane = key) += q[r][j] (broadcast) x
-//      kt[j], over j < head_dim: pure FMAs, no horizontal sums.
-//   3. Online softmax per row on the score vector: masked (causal end, partial chunk), one
+//      into v [32 keys][head_dim] f32. Both are shared by every row of the item.
+//   2. Scores: for up to 8 rows at a time, score vectors (lane = key, one per chunk) += q[r][j]
+//      (broadcast) x kt[j], over j < head_dim: pure FMAs, no horizontal sums.
+//   3. Online softmax per row on its two score vectors: masked (causal end, partial step), one
 //      horizontal max, vector exp (simd_math_avx512.h, ~2e-7 relative), one horizontal sum.
 //   4. P.V for up to 4 rows at a time, 64 output columns (4 zmm per row) in registers across the
-//      chunk's keys; the row's accumulator is rescaled as it is loaded.
+//      step's keys; the row's accumulator is rescaled as it is loaded.
 // K/V rows two chunks ahead are prefetched into L2 (scattered blocks defeat the hardware
 // prefetcher). head_dim > 256 (beyond the thread_local chunk scratch) takes the generic tile.
 // Numerics as the generic tile and AttentionReference: q, scores, softmax and sums in f32, K and
@@ -220,10 +220,10 @@ inline void Scores(const float* const* q, const float* kt, size_t d, float* out)
 }
 
 // acc[r][0, d) = acc[r] · corr[r] + Σ_{k < n_keys} p[r][k] · v[k] for kRows rows; p rows are
-// kKeys floats apart, v rows ldv apart.
+// ldp floats apart, v rows ldv apart.
 template <int kRows>
-inline void AccumulatePv(float* const* acc, const float* corr, const float* p, const float* v,
-                         size_t ldv, size_t n_keys, size_t d) {
+inline void AccumulatePv(float* const* acc, const float* corr, const float* p, size_t ldp,
+                         const float* v, size_t ldv, size_t n_keys, size_t d) {
   size_t j = 0;
   for (; j + 64 <= d; j += 64) {
     __m512 o[kRows][4];
@@ -236,7 +236,7 @@ inline void AccumulatePv(float* const* acc, const float* corr, const float* p, c
       const __m512 v0 = _mm512_load_ps(vk), v1 = _mm512_load_ps(vk + 16);
       const __m512 v2 = _mm512_load_ps(vk + 32), v3 = _mm512_load_ps(vk + 48);
       for (int r = 0; r < kRows; ++r) {
-        const __m512 pr = _mm512_set1_ps(p[r * kKeys + k]);
+        const __m512 pr = _mm512_set1_ps(p[r * ldp + k]);
         o[r][0] = _mm512_fmadd_ps(pr, v0, o[r][0]);
         o[r][1] = _mm512_fmadd_ps(pr, v1, o[r][1]);
         o[r][2] = _mm512_fmadd_ps(pr, v2, o[r][2]);
@@ -254,42 +254,56 @@ inline void AccumulatePv(float* const* acc, const float* corr, const float* p, c
     for (size_t k = 0; k < n_keys; ++k) {
       const __m512 vk = _mm512_load_ps(v + k * ldv + j);  // padding columns: finite, unstored
       for (int r = 0; r < kRows; ++r)
-        o[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r * kKeys + k]), vk, o[r]);
+        o[r] = _mm512_fmadd_ps(_mm512_set1_ps(p[r * ldp + k]), vk, o[r]);
     }
     for (int r = 0; r < kRows; ++r) _mm512_mask_storeu_ps(acc[r] + j, m, o[r]);
   }
 }
 
-void AccumulatePvN(size_t n, float* const* acc, const float* corr, const float* p, const float* v,
-                   size_t ldv, size_t n_keys, size_t d) {
+void AccumulatePvN(size_t n, float* const* acc, const float* corr, const float* p, size_t ldp,
+                   const float* v, size_t ldv, size_t n_keys, size_t d) {
   switch (n) {
     case 1:
-      return AccumulatePv<1>(acc, corr, p, v, ldv, n_keys, d);
+      return AccumulatePv<1>(acc, corr, p, ldp, v, ldv, n_keys, d);
     case 2:
-      return AccumulatePv<2>(acc, corr, p, v, ldv, n_keys, d);
+      return AccumulatePv<2>(acc, corr, p, ldp, v, ldv, n_keys, d);
     case 3:
-      return AccumulatePv<3>(acc, corr, p, v, ldv, n_keys, d);
+      return AccumulatePv<3>(acc, corr, p, ldp, v, ldv, n_keys, d);
     default:
-      return AccumulatePv<4>(acc, corr, p, v, ldv, n_keys, d);
+      return AccumulatePv<4>(acc, corr, p, ldp, v, ldv, n_keys, d);
   }
 }
 
-// One row's chunk of the online softmax: scores scaled and masked (keys past n_valid: −inf), the
-// running max moved, p = e^(s − max) (zero where masked), the sum rescaled and increased.
-float SoftmaxRow(const float* s, size_t n_valid, float scale, float& max, float& sum, float* p) {
-  const __mmask16 valid = TailMask16(n_valid);
-  const __m512 sr = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid, _mm512_load_ps(s),
-                                       _mm512_set1_ps(scale));
+// One row's step of the online softmax over `chunks` score vectors (chunk c's at s + c · kQkRows ·
+// kKeys, keys c · kKeys ..): scores scaled and masked (keys past n_valid: −inf), the running max
+// moved once for the step, p = e^(s − max) (zero where masked; p[c · kKeys + lane]), the sum
+// rescaled and increased. One horizontal max and one sum per step, not per chunk.
+float SoftmaxRow(const float* s, size_t chunks, size_t n_valid, float scale, float& max, float& sum,
+                 float* p) {
+  __m512 sr[kScoreChunks];
+  __mmask16 valid[kScoreChunks];
+  __m512 m = _mm512_set1_ps(-INFINITY);
+  for (size_t c = 0; c < chunks; ++c) {
+    valid[c] = TailMask16(n_valid > c * kKeys ? n_valid - c * kKeys : 0);
+    sr[c] = _mm512_mask_mul_ps(_mm512_set1_ps(-INFINITY), valid[c],
+                               _mm512_load_ps(s + c * kQkRows * kKeys), _mm512_set1_ps(scale));
+    m = _mm512_max_ps(m, sr[c]);
+  }
   const float old_max = max;
-  const float new_max = MaxF(old_max, _mm512_reduce_max_ps(sr));
-  // The max settles after a few chunks: skip the exp when it did not move.
+  const float new_max = MaxF(old_max, _mm512_reduce_max_ps(m));
+  // The max settles after a few steps: skip the exp when it did not move.
   const float corr = old_max == new_max ? 1.0f
                      : old_max == -INFINITY
                          ? 0.0f
                          : _mm512_cvtss_f32(Exp(_mm512_set1_ps(old_max - new_max)));
-  const __m512 pr = _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(sr, _mm512_set1_ps(new_max))));
-  _mm512_store_ps(p, pr);
-  sum = sum * corr + _mm512_reduce_add_ps(pr);
+  __m512 total = _mm512_setzero_ps();
+  for (size_t c = 0; c < chunks; ++c) {
+    const __m512 pr =
+        _mm512_maskz_mov_ps(valid[c], Exp(_mm512_sub_ps(sr[c], _mm512_set1_ps(new_max))));
+    _mm512_store_ps(p + c * kKeys, pr);
+    total = _mm512_add_ps(total, pr);
+  }
+  sum = sum * corr + _mm512_reduce_add_ps(total);
   max = new_max;
   return corr;
 }
