@@ -11,7 +11,10 @@ max|logit|, mean|diff| <= 2e-3 * max|logit|, argmax agreement >= 99%, and greedy
 continuations identical, except that they may part where the reference's own top two logits are
 closer than twice the max|diff| observed (a near-tie either side of which is within tolerance;
 the test prints where). At tp > 1 the ranks add partial sums in another order as well
-(tests/dist/parity_test.py's argument), same tolerance.
+(tests/dist/parity_test.py's argument), same tolerance. "Observed" is the largest max|diff| of the
+tp sizes checked so far (tp 1 first): every tp runs the continuation's decode steps on the same
+kernels, so a tp whose prompt logits happen to land closer to the reference (at tp 2 they once
+matched it exactly) has no closer decode steps, and the same near-tie is within tolerance there.
 """
 import argparse
 import json
@@ -75,8 +78,9 @@ def reference_margin(a, model, prefix, ref_token, our_token):
     return float(last[ref_token] - last[our_token])
 
 
-def check_tp(a, fmt, model, tp_size, prompt_args, ref, ref_logits, ours_logits):
-    """moeserve generate at -tp tp_size against the reference; prints the figures."""
+def check_tp(a, fmt, model, tp_size, prompt_args, ref, ref_logits, ours_logits, observed):
+    """moeserve generate at -tp tp_size against the reference; prints the figures. `observed`:
+    the largest max|diff| of the tp sizes checked before. Returns (ok, this tp's max|diff|)."""
     ok = True
     tp = ["-tp", str(tp_size)] if tp_size > 1 else []
     r = run([a.moeserve, "generate", "--model", model, "--max-tokens", str(a.max_tokens),
@@ -110,16 +114,17 @@ def check_tp(a, fmt, model, tp_size, prompt_args, ref, ref_logits, ours_logits):
             continue
         j = next(k for k in range(len(o)) if o[k] != rr[k])
         margin = reference_margin(a, model, PROMPTS[i] + rr[:j], rr[j], o[j])
-        if margin <= 2 * max_abs:
+        allowed = 2 * max(max_abs, observed)
+        if margin <= allowed:
             print(f"sequence {i}: greedy continuations agree for {j} tokens, then part at a near-tie "
                   f"of the reference (its logit for {rr[j]} exceeds that for our {o[j]} by "
-                  f"{margin:.2e} <= 2 x max|diff| {2 * max_abs:.2e})")
+                  f"{margin:.2e} <= 2 x max|diff| observed {allowed:.2e})")
         else:
             print(f"FAIL: sequence {i} greedy continuation differs at token {j} (reference margin "
                   f"{margin:.2e})\n  ours {o}\n  ref  {rr}"); ok = False
     print(f"greedy continuations: {len(ours)} sequences x {a.max_tokens} tokens "
           f"{'identical' if ok else 'checked'}")
-    return ok
+    return ok, max_abs
 
 
 def main():
@@ -147,10 +152,12 @@ def main():
                           "--max-tokens", str(a.max_tokens), "--logits-out", ref_logits, "--json",
                           "--numerics", numerics(a)]
                          + prompt_args).stdout)
-    ok = True
+    ok, observed = True, 0.0
     for tp in [int(t) for t in a.tp.split(",")]:
-        ok &= check_tp(a, fmt, model, tp, prompt_args, ref, ref_logits,
-                       os.path.join(work, f"ours_tp{tp}.npy"))
+        tp_ok, max_abs = check_tp(a, fmt, model, tp, prompt_args, ref, ref_logits,
+                                  os.path.join(work, f"ours_tp{tp}.npy"), observed)
+        ok &= tp_ok
+        observed = max(observed, max_abs)
     sys.exit(0 if ok else 1)
 
 
