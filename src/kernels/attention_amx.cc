@@ -221,15 +221,6 @@ void StoreBlock(const AttentionTileArgs& a, const float* ot, const float* sum, s
   }
 }
 
-// Walks cache positions in order without a division per key: the block and the row in it.
-struct PositionCursor {
-  size_t block, row;
-  PositionCursor(size_t pos, size_t bs) : block(pos / bs), row(pos % bs) {}
-  void Next(size_t bs) {
-    if (++row == bs) row = 0, ++block;
-  }
-};
-
 // Work items the tiles take: whole 32-dim steps and the scratch's bound (as the AVX-512 tile).
 // Decode over an FP8 cache too, now that its rows decode by the byte tables (RowDecoder):
 // bench_attention decode fp8, 2 threads, 2 alternating rounds against the AVX-512 tile: 8 x 4096

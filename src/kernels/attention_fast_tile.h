@@ -110,8 +110,9 @@ void FastTile(const AttentionTileArgs& a) {
       const size_t k0 = c0 + c * kKeys, nk = MinSize(kKeys, kv_end - k0);
       float* const vc = v + c * kKeys * ldv;
       float* const ktc = kt + c * d * kKeys;
-      for (size_t k = 0; k < nk; ++k) {
-        const size_t pos = k0 + k, blk = pos / bs, at = (pos % bs) * a.num_kv_heads + a.kv_head;
+      PositionCursor cur(k0, bs);
+      for (size_t k = 0; k < nk; ++k, cur.Next(bs)) {
+        const size_t blk = cur.block, at = cur.row * a.num_kv_heads + a.kv_head;
         if (a.k_blocks8) {
           const uint8_t* kb = a.k_blocks8[blk];
           const uint8_t* vb = a.v_blocks8[blk];
