@@ -148,8 +148,10 @@ void GemvFp8Panels(const float* xr, size_t ld, size_t m, const WeightMatrix& w, 
 // The same y as GemvFp8Panels for m <= kFp8AffineGemvMaxTokens where the view starts on a
 // 4-column group (w.col0 % 4 == 0), for CPUs with AVX-512 VBMI and GFNI
 // (matmul_fp8_panels_avx512_gfni.cc: the codes decoded by GF(2)-affine byte maps); bit for bit
-// unless a partial sum falls below 2^-118.
+// unless a partial sum falls below 2^-118. It also takes up to kFp8AffineMaxTokens tokens, each
+// token's row of y the same as alone (m = 1).
 inline constexpr size_t kFp8AffineGemvMaxTokens = 7;  // every GEMV size (below kGemmMinM)
+inline constexpr size_t kFp8AffineMaxTokens = 16;
 void GemvFp8PanelsAffine(const float* xr, size_t ld, size_t m, const WeightMatrix& w, float* y,
                          size_t ldy, bool accumulate);
 // The same y for any m (meant for m >= kGemmMinM) on x packed by avx2::PackX from bf16-rounded

@@ -199,19 +199,22 @@ void UnpackXRows(const float* xp, size_t m, size_t k, float* rows) {
 void Avx512Fp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                         size_t ldy, bool accumulate, WorkerScratch& s) {
   static const bool affine = GetCpuFeatures().avx512_vbmi && GetCpuFeatures().gfni;
-  // A MoE expert's few rows can arrive in packed tiles: GroupedX packs every expert's x in the
-  // layout of the largest one's GEMM. Unpacked (m·k floats) they take the GEMVs too: on Ice Lake
-  // the GEMM at 4 tokens decoded each block to f32 in L2 at ~half the affine GEMV's rate (the FP8
-  // bench checkpoint's 16-sequence step: experts at 8.1 GB/s on two cores).
+  // Up to 16 tokens the affine kernel beats the f32 GEMM (which decodes each block to f32 in L2
+  // for its 12- and 4-token tiles): one core, from DRAM, 8 / 12 / 16 tokens 1.57x / 1.18x / 1.11x
+  // ([3072 x 3072]), so x that arrives packed for the GEMM (from 8 tokens, and a MoE expert's few
+  // rows, which GroupedX packs in the layout of the largest expert's GEMM) is unpacked into rows
+  // (m·k floats). On Ice Lake the GEMM at 4 tokens had decoded each block at ~half the affine
+  // GEMV's rate (the FP8 bench checkpoint's 16-sequence step: experts at 8.1 GB/s on two cores).
+  const size_t rows_up_to = affine && w.col0 % 4 == 0 ? avx512::kFp8AffineMaxTokens : kGemmMinM - 1;
   const float* xr = x.f32;
   size_t ld = x.ld;
-  if (!xr && x.packed_f32 && x.m < kGemmMinM) {
+  if (!xr && x.packed_f32 && x.m <= rows_up_to) {
     float* rows = s.xpack.As<float>(x.m * w.cols);
     UnpackXRows(x.packed_f32, x.m, w.cols, rows);
     xr = rows;
     ld = w.cols;
   }
-  if (affine && xr && x.m <= avx512::kFp8AffineGemvMaxTokens && w.col0 % 4 == 0)
+  if (affine && xr && x.m <= avx512::kFp8AffineMaxTokens && w.col0 % 4 == 0)
     return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                               [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
                                 avx512::GemvFp8PanelsAffine(xr, ld, x.m, Fp8PanelRows(w, g0, n), yg,

@@ -310,6 +310,24 @@ TEST(Fp8Panels, Avx512AffineGemvEqualsFp16RouteBitForBitUpTo7Tokens) {
       avx512::kFp8AffineGemvMaxTokens, avx512::GemvFp8Panels, avx512::GemvFp8PanelsAffine);
 }
 
+// The affine kernel also takes 8-16 tokens (the avx512 table's FP8 rows up to 16 tokens, in token
+// groups of at most 8 per panel): every token's row of y is the one it gets alone, bit for bit,
+// at every m up to 16 (groups of 5 + 4 ... 8 + 8), on the views above, with and without
+// accumulate.
+TEST(Fp8Panels, Avx512AffineKernelUpTo16TokensEqualsEachTokenAlone) {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if (MachineIsa() < Isa::kAvx512 || !cpu.avx512_vbmi || !cpu.gfni)
+    GTEST_SKIP() << "this machine lacks AVX-512 VBMI / GFNI (it runs " << IsaName(MachineIsa())
+                 << ")";
+  auto each_alone = [](const float* x, size_t ld, size_t m, const WeightMatrix& w, float* y,
+                       size_t ldy, bool accumulate) {
+    for (size_t t = 0; t < m; ++t)
+      avx512::GemvFp8PanelsAffine(x + t * ld, ld, 1, w, y + t * ldy, ldy, accumulate);
+  };
+  ExpectGemvsEqualBitForBit({{0, 64, 0, 400}, {100, 77, 96, 293}, {7, 16, 124, 9}},
+                            avx512::kFp8AffineMaxTokens, each_alone, avx512::GemvFp8PanelsAffine);
+}
+
 // x packed once for the whole call (MatMul's path on AVX2) or by each thread from the rounded
 // rows (MoeExperts' row views) must give the same y exactly.
 TEST_P(Fp8PanelsEveryIsa, XPackedOnceEqualsXPackedPerThread) {
