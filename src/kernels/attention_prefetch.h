@@ -1,6 +1,6 @@
-// The attention tiles' K/V prefetch (SSE prefetch instructions only: every x86 ISA's attention
-// TU includes it, after kernels/internal.h). static inline: every TU gets its own copy, compiled
-// with its own flags.
+// The attention tiles' walk over cache positions (PositionCursor) and their K/V prefetch (SSE
+// prefetch instructions only: every x86 ISA's attention TU includes it, after kernels/internal.h).
+// static inline: every TU gets its own copy, compiled with its own flags.
 #pragma once
 
 #include <immintrin.h>
