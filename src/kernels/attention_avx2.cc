@@ -1,10 +1,13 @@
 // Attention tile with AVX2 + FMA (built with the AVX2 flags).
 //
-// The fast tile (attention_fast_tile.h, the AVX-512 tile's walk) at 8 keys per chunk: K of the
-// chunk transposed once into kt [head_dim][8 keys] f32 (8 x 8 dword transposes of bf16 pairs or
-// of 4 e4m3 codes), V widened into v [8 keys][head_dim] f32, scores for up to 8 rows by broadcast
-// FMAs (lane = key), the online softmax on each row's 8-lane score vector, P.V for 2 rows x 32
-// output columns (8 ymm accumulators) at a time.
+// The fast tile (attention_fast_tile.h, the AVX-512 tile's walk) at 8 keys per chunk, two chunks
+// per step: K of each chunk transposed once into kt [head_dim][8 keys] f32 (8 x 8 dword
+// transposes of bf16 pairs or of 4 e4m3 codes), V widened into v [16 keys][head_dim] f32, scores
+// for up to 8 rows by broadcast FMAs (lane = key; 4 rows x both chunks per pass), the online
+// softmax on each row's two 8-lane score vectors, P.V for 2 rows x 32 output columns (8 ymm
+// accumulators) at a time. bench_attention with MOESERVE_ISA=avx2 (Ice Lake), one core, best of
+// 7, against 8-key steps: prefill 512 72.7-80.8 -> 58.9-61.5 ms (one round 78.2), decode 8 x
+// 4096 37.8-44.3 -> 33.2-34.5 (one round 41.5).
 // Why: the generic tile (attention_tile.h over Dot / Axpy) spends a horizontal sum per (row, key),
 // a scalar exp per score and a load and store of the row's accumulator per key: decode attention
 // read ~2.5 GB/s per core from L2 (bench_attention --hot). head_dim > 256 (beyond the chunk
@@ -81,15 +84,16 @@ void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
 #include "kernels/attention_tile.h"
 
 constexpr size_t kKeys = 8;            // keys per chunk: one score vector
-constexpr size_t kScoreChunks = 1;     // chunks per score pass: 16 registers hold 8 rows x 1
+constexpr size_t kScoreChunks = 2;     // chunks per score pass (attention_fast_tile.h)
 constexpr size_t kMaxHeadDim = 256;    // bound of the chunk scratch below; larger: generic tile
 constexpr size_t kQkRows = 8;          // rows per score pass
 constexpr size_t kPvRows = 2;          // rows per P.V pass (2 x 4 ymm accumulators)
 constexpr size_t kPrefetchChunks = 4;  // the AVX-512 tile's 32 keys ahead
 
-// Chunk scratch, per thread: 16 KB.
-alignas(64) thread_local float t_kt[kMaxHeadDim * kKeys];  // K^T: [head_dim][8 keys]
-alignas(64) thread_local float t_v[kKeys * kMaxHeadDim];   // V: [8 keys][head_dim rounded to 8]
+// Chunk scratch of a score pass, per thread: 32 KB.
+// K^T: [kScoreChunks][head_dim][8 keys]; V: [kScoreChunks · 8 keys][head_dim rounded to 8].
+alignas(64) thread_local float t_kt[kScoreChunks * kMaxHeadDim * kKeys];
+alignas(64) thread_local float t_v[kScoreChunks * kKeys * kMaxHeadDim];
 
 float* ChunkKt() {
   return t_kt;
@@ -185,35 +189,46 @@ void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, siz
 }
 
 // out[c][r][p] = Σ_j q[r][j] · kt[c][j][p] for kRows rows and kChunks chunks (kt + c · d · kKeys,
-// out + c · kQkRows · kKeys; this table passes one, kScoreChunks). FMA latency 4-5 cycles at two
-// a cycle: with few rows the FMAs are split over independent chains.
+// out + c · kQkRows · kKeys). FMA latency 4-5 cycles at two a cycle: with few accumulators the
+// FMAs are split over independent chains. Two chunks take rows 4 at a time (16 registers: 4 rows
+// x 2 chunks of accumulators, both kt vectors, a broadcast), so each broadcast of q feeds two
+// FMAs: 8 rows x 1 chunk issued 9 loads per 8 FMAs and were bound by them.
 template <int kRows, int kChunks>
 inline void Scores(const float* const* q, const float* kt, size_t d, float* out) {
-  constexpr int kChains = kRows <= 2 ? 4 : (kRows <= 6 ? 2 : 1);
-  __m256 acc[kChunks][kRows][kChains];
-  for (int u = 0; u < kChunks; ++u)
-    for (int r = 0; r < kRows; ++r)
-      for (int c = 0; c < kChains; ++c) acc[u][r][c] = _mm256_setzero_ps();
-  const size_t full = d / kChains * kChains;
-  for (size_t j = 0; j < full; j += kChains)
-    for (int c = 0; c < kChains; ++c)
-      for (int u = 0; u < kChunks; ++u) {
-        const __m256 k = _mm256_load_ps(kt + u * d * kKeys + (j + c) * kKeys);
-        for (int r = 0; r < kRows; ++r)
-          acc[u][r][c] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + j + c), k, acc[u][r][c]);
-      }
-  for (size_t j = full; j < d; ++j)
-    for (int u = 0; u < kChunks; ++u) {
-      const __m256 k = _mm256_load_ps(kt + u * d * kKeys + j * kKeys);
+  if constexpr (kChunks > 1 && kRows > 4) {
+    Scores<4, kChunks>(q, kt, d, out);
+    return Scores<kRows - 4, kChunks>(q + 4, kt, d, out + 4 * kKeys);
+  } else {
+    constexpr int kAcc = kRows * kChunks;
+    constexpr int kChains = kAcc <= 2 ? 4 : (kAcc <= 6 ? 2 : 1);
+    __m256 acc[kChunks][kRows][kChains];
+    for (int u = 0; u < kChunks; ++u)
       for (int r = 0; r < kRows; ++r)
-        acc[u][r][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + j), k, acc[u][r][0]);
-    }
-  for (int u = 0; u < kChunks; ++u)
-    for (int r = 0; r < kRows; ++r) {
-      __m256 t = acc[u][r][0];
-      for (int c = 1; c < kChains; ++c) t = _mm256_add_ps(t, acc[u][r][c]);
-      _mm256_store_ps(out + (u * kQkRows + r) * kKeys, t);
-    }
+        for (int c = 0; c < kChains; ++c) acc[u][r][c] = _mm256_setzero_ps();
+    const size_t full = d / kChains * kChains;
+    for (size_t j = 0; j < full; j += kChains)
+      for (int c = 0; c < kChains; ++c) {
+        __m256 k[kChunks];
+        for (int u = 0; u < kChunks; ++u)
+          k[u] = _mm256_load_ps(kt + u * d * kKeys + (j + c) * kKeys);
+        for (int r = 0; r < kRows; ++r) {
+          const __m256 qv = _mm256_broadcast_ss(q[r] + j + c);
+          for (int u = 0; u < kChunks; ++u) acc[u][r][c] = _mm256_fmadd_ps(qv, k[u], acc[u][r][c]);
+        }
+      }
+    for (size_t j = full; j < d; ++j)
+      for (int u = 0; u < kChunks; ++u) {
+        const __m256 k = _mm256_load_ps(kt + u * d * kKeys + j * kKeys);
+        for (int r = 0; r < kRows; ++r)
+          acc[u][r][0] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[r] + j), k, acc[u][r][0]);
+      }
+    for (int u = 0; u < kChunks; ++u)
+      for (int r = 0; r < kRows; ++r) {
+        __m256 t = acc[u][r][0];
+        for (int c = 1; c < kChains; ++c) t = _mm256_add_ps(t, acc[u][r][c]);
+        _mm256_store_ps(out + (u * kQkRows + r) * kKeys, t);
+      }
+  }
 }
 
 inline float HorizontalMax(__m256 v) {

@@ -15,8 +15,7 @@
 //                                                 float* s);
 //                                       s[c][r][p] = q[r] · K[c][p] for kRows ≤ kQkRows = 8 rows
 //                                       and kChunks ≤ kScoreChunks chunks (kt + c · d · kKeys,
-//                                       s + c · kQkRows · kKeys), each row's sum over j in the
-//                                       same order whatever kChunks (the rows unrolled)
+//                                       s + c · kQkRows · kKeys) (the rows unrolled)
 //   float SoftmaxRow(const float* s, size_t chunks, size_t n_valid, float scale, float& max,
 //                    float& sum, float* p);
 //                                       one row's step over `chunks` score vectors (chunk c's
@@ -35,10 +34,11 @@
 // softmax per row on its score vector; P·V into the rows' f32 accumulators. The keys are walked in
 // steps of kScoreChunks chunks: one score pass loads each broadcast of q for that many score
 // vectors (AVX-512: 2 vectors x 8 rows, 16 FMAs per 10 loads instead of 8 per 9, where the pass
-// was bound by its loads), and one softmax step (one horizontal max and sum, one correction) and
-// one P·V pass (each accumulator loaded, rescaled and stored once) cover the step's keys.
-// bench_attention, one core (Ice Lake), prefill 512 best of 7: 43-44 ms with 16-key steps, 35-39
-// with the two-chunk score pass alone, 32-33 with the whole step.
+// was bound by its loads; AVX2 the same 4 rows at a time), and one softmax step (one horizontal
+// max and sum, one correction) and one P·V pass (each accumulator loaded, rescaled and stored
+// once) cover the step's keys. bench_attention, avx512, one core (Ice Lake), prefill 512 best of
+// 7: 43-44 ms with 16-key steps, 35-39 with the two-chunk score pass alone, 32-33 with the whole
+// step (AVX2: attention_avx2.cc).
 // Numerics as the generic tile (attention_tile.h) and AttentionReference: q, scores, softmax and
 // sums in f32, K and V dequantized exactly; only the summation order and the vector exp differ.
 namespace {
