@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/internal.h"
@@ -270,6 +271,13 @@ void ExpectGemvEqualsAvx2BitForBit(const std::vector<std::array<size_t, 4>>& vie
   ExpectGemvsEqualBitForBit(views, 3, avx2_gemv, gemv);
 }
 
+// Why the avx512 table's affine FP8 kernel cannot run here (AVX-512 with VBMI and GFNI), or "".
+std::string AffineFp8Missing() {
+  const CpuFeatures& cpu = GetCpuFeatures();
+  if (MachineIsa() >= Isa::kAvx512 && cpu.avx512_vbmi && cpu.gfni) return "";
+  return "this machine lacks AVX-512 VBMI / GFNI (it runs " + IsaName(MachineIsa()) + ")";
+}
+
 // The AVX-512 f32 FP8 panel GEMV (the avx512 table's below 8 tokens, the amx table's for views
 // off its 4- and 32-column steps) is the AVX2 kernel's register-tile arithmetic lane for lane: the
 // same y bit for bit where the AVX2 kernel uses its tiles (m <= 3; above, it scales each weight
@@ -288,23 +296,17 @@ TEST(Fp8Panels, Avx512GemvEqualsAvx2BitForBit) {
 // 1-3 columns, scale blocks cut by the view, odd panels. (Every code, zero and subnormal ones
 // included: EveryFiniteCodeExact through the table.)
 TEST(Fp8Panels, Avx512AffineGemvEqualsAvx2BitForBit) {
-  const CpuFeatures& cpu = GetCpuFeatures();
-  if (MachineIsa() < Isa::kAvx512 || !cpu.avx512_vbmi || !cpu.gfni)
-    GTEST_SKIP() << "this machine lacks AVX-512 VBMI / GFNI (it runs " << IsaName(MachineIsa())
-                 << ")";
+  if (const std::string why = AffineFp8Missing(); !why.empty()) GTEST_SKIP() << why;
   ExpectGemvEqualsAvx2BitForBit(
       {{0, 64, 0, 400}, {100, 77, 96, 293}, {20, 45, 4, 251}, {3, 29, 8, 130}, {7, 16, 124, 9}},
       avx512::GemvFp8PanelsAffine);
 }
 
-// From 4 tokens (a batched decode's experts) the affine GEMV runs one panel at a time: the same y
-// as the fp16 route's register tiles bit for bit at every GEMV size, 1-7 tokens, on the views
-// above, with and without accumulate.
+// From 5 tokens (a batched decode's experts) the affine GEMV keeps its scale blocks' running sums
+// in L1 (and an odd last panel runs alone): the same y as the fp16 route's register tiles bit for
+// bit at every GEMV size, 1-7 tokens, on the views above, with and without accumulate.
 TEST(Fp8Panels, Avx512AffineGemvEqualsFp16RouteBitForBitUpTo7Tokens) {
-  const CpuFeatures& cpu = GetCpuFeatures();
-  if (MachineIsa() < Isa::kAvx512 || !cpu.avx512_vbmi || !cpu.gfni)
-    GTEST_SKIP() << "this machine lacks AVX-512 VBMI / GFNI (it runs " << IsaName(MachineIsa())
-                 << ")";
+  if (const std::string why = AffineFp8Missing(); !why.empty()) GTEST_SKIP() << why;
   ExpectGemvsEqualBitForBit(
       {{0, 64, 0, 400}, {100, 77, 96, 293}, {20, 45, 4, 251}, {7, 16, 124, 9}},
       avx512::kFp8AffineGemvMaxTokens, avx512::GemvFp8Panels, avx512::GemvFp8PanelsAffine);
@@ -315,10 +317,7 @@ TEST(Fp8Panels, Avx512AffineGemvEqualsFp16RouteBitForBitUpTo7Tokens) {
 // at every m up to 16 (groups of 5 + 4 ... 8 + 8), on the views above, with and without
 // accumulate.
 TEST(Fp8Panels, Avx512AffineKernelUpTo16TokensEqualsEachTokenAlone) {
-  const CpuFeatures& cpu = GetCpuFeatures();
-  if (MachineIsa() < Isa::kAvx512 || !cpu.avx512_vbmi || !cpu.gfni)
-    GTEST_SKIP() << "this machine lacks AVX-512 VBMI / GFNI (it runs " << IsaName(MachineIsa())
-                 << ")";
+  if (const std::string why = AffineFp8Missing(); !why.empty()) GTEST_SKIP() << why;
   auto each_alone = [](const float* x, size_t ld, size_t m, const WeightMatrix& w, float* y,
                        size_t ldy, bool accumulate) {
     for (size_t t = 0; t < m; ++t)
