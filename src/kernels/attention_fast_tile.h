@@ -100,7 +100,8 @@ void FastTile(const AttentionTileArgs& a) {
   float* acc_rows[kQkRows];
   constexpr size_t kStep = kScoreChunks * kKeys;  // keys per step: one score pass, one softmax
   for (size_t c0 = a.key0; c0 < kv_end; c0 += kStep) {
-    const size_t chunks = (MinSize(kStep, kv_end - c0) + kKeys - 1) / kKeys;
+    const size_t step_keys = MinSize(kStep, kv_end - c0);
+    const size_t chunks = (step_keys + kKeys - 1) / kKeys;
     // Rows are ordered by query, so the rows that see any key of this step are a suffix.
     const size_t i_first = c0 > a.first_pos + a.q0 ? c0 - a.first_pos : a.q0;
     const size_t r_first = (i_first - a.q0) * group;
@@ -141,12 +142,11 @@ void FastTile(const AttentionTileArgs& a) {
         acc_rows[r] = a.acc + (r0 + r) * d;
       }
       ScoresN(nr, chunks, q_rows, kt, d, s);
-      const size_t nk = MinSize(kStep, kv_end - c0);
       size_t n_valid[kQkRows];
       for (size_t r = 0; r < nr; ++r) {
         const size_t i = a.q0 + (r0 + r) / group;
         const size_t seen = a.first_pos + i - c0 + 1;  // ≥ 1: the row sees key c0
-        n_valid[r] = seen < nk ? seen : nk;
+        n_valid[r] = MinSize(seen, step_keys);
         corr[r] = SoftmaxRow(s + r * kKeys, chunks, n_valid[r], a.scale, a.max[r0 + r],
                              a.sum[r0 + r], p + r * kStep);
       }

@@ -205,16 +205,16 @@ void Avx512Fp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, si
   // rows, which GroupedX packs in the layout of the largest expert's GEMM) is unpacked into rows
   // (m·k floats). On Ice Lake the GEMM at 4 tokens had decoded each block at ~half the affine
   // GEMV's rate (the FP8 bench checkpoint's 16-sequence step: experts at 8.1 GB/s on two cores).
-  const size_t rows_up_to = affine && w.col0 % 4 == 0 ? avx512::kFp8AffineMaxTokens : kGemmMinM - 1;
+  const bool affine_rows = affine && w.col0 % 4 == 0 && x.m <= avx512::kFp8AffineMaxTokens;
   const float* xr = x.f32;
   size_t ld = x.ld;
-  if (!xr && x.packed_f32 && x.m <= rows_up_to) {
+  if (!xr && x.packed_f32 && (affine_rows || x.m < kGemmMinM)) {
     float* rows = s.xpack.As<float>(x.m * w.cols);
     UnpackXRows(x.packed_f32, x.m, w.cols, rows);
     xr = rows;
     ld = w.cols;
   }
-  if (affine && xr && x.m <= avx512::kFp8AffineMaxTokens && w.col0 % 4 == 0)
+  if (affine_rows && xr)
     return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                               [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
                                 avx512::GemvFp8PanelsAffine(xr, ld, x.m, Fp8PanelRows(w, g0, n), yg,
