@@ -1,5 +1,6 @@
 // AVX2 + FMA + F16C MatMul over FP8 weights repacked in 16-row panels (fp8_panels.h). A column's
-// 16 codes become 16 f32 weights in 5 instructions (widen, two shifts, a mask, two vcvtph2ps).
+// 16 codes become 16 f32 weights in a broadcast load, a byte shuffle, a shift, a mask, an extract
+// and two vcvtph2ps (e4m3_half_bits.h).
 // Up to 3 tokens: codes decoded in the register tile, each 128-column block's partial sum scaled
 // once. More tokens: a block of panels decoded once per call into f32 panels (scales applied per
 // weight) and swept by the f32 GEMM tile of matmul_avx2.cc, for every tile of tokens

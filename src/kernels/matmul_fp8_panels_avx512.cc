@@ -1,6 +1,7 @@
 // AVX-512 GEMV (m < 8) over FP8 weights in 16-row panels (fp8_panels.h), on f32 FMAs: the AVX2
 // panel kernel's arithmetic with a whole panel column in one register. A column's 16 codes become
-// 16 f32 weights in 5 instructions (widen, two shifts, a mask, one vcvtph2ps), one FMA per token.
+// 16 f32 weights in a broadcast load, a byte shuffle, a shift, a mask and one vcvtph2ps
+// (e4m3_half_bits.h), one FMA per token.
 // Below it, the avx512 table's GEMM (MatMulFp8Panels, 8 tokens and more): blocks of panels
 // decoded to f32 once per call and swept by the f32 register tile of f32_panel_tile_avx512.h
 // (panel_schedule.h).

@@ -3,8 +3,9 @@
 // (fp8_bytes_to_bf16_avx512.h: a vpermb, two vgf2p8affineqb, a test and two unpacks per 64 codes),
 // each pair widened to two f32 columns by a shift and a mask, products on f32 FMAs.
 //
-// Why: the fp16 route (matmul_fp8_panels_avx512.cc) spends 7 port-0/5 uops per 16 codes (widen,
-// two shifts, a mask, a two-uop vcvtph2ps, the FMA); this one ~15 per 64 at one token, which the
+// Why: the fp16 route (matmul_fp8_panels_avx512.cc) spends 6 port-0/5 uops per 16 codes (a byte
+// shuffle, a shift, a mask, a two-uop vcvtph2ps, the FMA; 7 when it widened and shifted instead of
+// the shuffle); this one ~15 per 64 at one token, which the
 // FP8 bench checkpoint's decode needs to stream its experts near the read bandwidth on 2 cores;
 // at M tokens ~11 + 4M per 64 against 24 + 4M (a batched decode's experts see a few tokens each).
 // Cascade Lake (AVX-512 VNNI without VBMI / GFNI) keeps the fp16 route: the avx512 table asks the
