@@ -78,7 +78,7 @@ inline size_t ForEachFullFp8PanelPair(const WeightMatrix& w, const PairFn& pair)
   return 2 * half;
 }
 
-// The GF(2)-affine GEMVs' walk (amx 1-3 tokens, avx512 1-7): the view's panels in pairs
+// The GF(2)-affine GEMVs' walk (amx 1-3 tokens, avx512 1-16): the view's panels in pairs
 // (j, j + half), the last one alone when their count is odd; group(codes, scales, y, rows, n) with
 // n (2 or 1) panels' codes, scales, first y column (y + panel · 16) and stored row counts.
 template <typename GroupFn>
