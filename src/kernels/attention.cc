@@ -1,20 +1,21 @@
-// Causal GQA attention over a paged bf16 KV cache.
+// Causal GQA attention over a paged bf16 or FP8 KV cache.
 //
 // Work item = (sequence, kv head, tile of up to kQueryTile queries). An item handles the tile's
 // queries for all `group` q heads that share the kv head, so each K/V row is widened from bf16 once
 // and reused group × tile times. Keys are visited one cache block at a time with an online
-// (streaming) softmax: scores for the block, running max / sum rescaled, V accumulated.
+// (streaming) softmax: scores for the block, running max / sum rescaled, V accumulated. A decode
+// sequence's items take all its kv heads instead (kDecodeRows): with a few rows per kv head
+// the step is bound by reading K and V, and the cache's rows are read whole.
 //
-// Split KV (flash decoding): a decode step has one tile per (sequence, kv head), 8 items for one
-// MiniMax-M2 sequence and a single one on a rank of tp 8, however many threads the rank has, and
-// one long sequence's items set a batch's time. So items longer than a fair share of the call's
-// keys (total / (2 · threads), at least kSplitMinKeys) are split into key ranges; each writes its
-// normalized partial output with its rows' max and sum, and a combine step weighs the splits by
-// sum · e^(max − M). Only tiles of sequences with at most kQueryTile queries are split (every row
-// then sees a key of every range). The split depends on the call (the pool's thread count and
-// the other sequences' lengths): the results are the same for the same call and pool, and a
-// split sequence's differ from its unsplit ones by f32 summation order, as a batch's numerics do
-// in any batching engine.
+// Split KV (flash decoding): a decode step has one item per sequence (one per kv head before
+// kDecodeRows), however many threads the rank has, and one long sequence's items set a batch's
+// time. So items longer than a fair share of the call's keys x kv heads (total / (2 · threads),
+// at least kSplitMinKeys) are split into key ranges; each writes its normalized partial output
+// with its rows' max and sum, and a combine step weighs the splits by sum · e^(max − M). Only
+// tiles of sequences with at most kQueryTile queries are split (every row then sees a key of
+// every range). The split depends on the call (the pool's thread count and the other sequences'
+// lengths): the results are the same for the same call and pool, and a split sequence's differ
+// from its unsplit ones by f32 summation order, as a batch's numerics do in any batching engine.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -32,6 +33,13 @@ namespace moeserve::kernels {
 namespace {
 
 constexpr size_t kQueryTile = 16;
+// A sequence with at most this many rows per kv head (q_len · group: decode) has items that take
+// all its kv heads (AttentionTileArgs::kv_heads), one step of keys for every head before the next
+// step: the step then reads whole cache rows (all kv heads of its positions) instead of one
+// head's 256-byte slice of every 2 KB (MiniMax-M2, 8 kv heads). Ice Lake, one core, K and V of
+// 8 x 4096 positions from DRAM touched in the tile's order without computing: 6.3-8.5 GB/s a
+// head at a time, 9.7-12.0 all heads per step (the hardware prefetchers see whole rows).
+constexpr size_t kDecodeRows = 8;
 constexpr size_t kSplitMinKeys = 512;  // keys per split range, at least
 constexpr size_t kSplitAlign = 64;     // split boundaries: multiples of the AMX tile's key chunk
 
@@ -82,7 +90,14 @@ struct Item {
   size_t seq, kv_head, q0, q1;       // queries [q0, q1) of the sequence (local indices)
   size_t key0 = 0, key1 = SIZE_MAX;  // keys of a split item, else all
   size_t part = 0;                   // a split item: the index of its key range
+  size_t kv_heads = 1;               // kv heads [kv_head, kv_head + kv_heads)
 };
+
+// The kv heads one item of the sequence takes: all of them for decode (kDecodeRows), else one.
+size_t HeadsPerItem(const AttentionSeq& sq, const AttentionShape& s) {
+  const size_t group = s.num_heads / s.num_kv_heads;
+  return sq.q_len > 0 && sq.q_len * group <= kDecodeRows ? s.num_kv_heads : 1;
+}
 
 // The splits of one sequence's tile: `splits` key ranges over [0, keys), boundaries multiples of
 // kSplitAlign not past `first_key` (the first query's position: every row sees every range).
@@ -136,9 +151,9 @@ void RunItem(const KernelContext& ctx, const float* q, size_t ldq, const Attenti
              const AttentionShape& s, const Item& it, float* out, size_t ldo,
              const SplitParts* parts, ScratchBuffer& scratch, ScratchBuffer& tiles) {
   const size_t d = s.head_dim, group = s.num_heads / s.num_kv_heads, bs = s.block_size;
-  // Sized for a whole tile whatever this one's rows, so that a thread's scratch does not depend on
-  // which items the dynamic schedule gave it.
-  const TileScratch sc(scratch, bs, d, kQueryTile * group);
+  // Sized for a whole tile or a decode item of all kv heads whatever this one's rows, so that a
+  // thread's scratch does not depend on which items the dynamic schedule gave it.
+  const TileScratch sc(scratch, bs, d, std::max(kQueryTile * group, kDecodeRows * s.num_kv_heads));
   AttentionTileArgs a{q + sq.q_begin * ldq,
                       ldq,
                       out + sq.q_begin * ldo,
@@ -173,6 +188,7 @@ void RunItem(const KernelContext& ctx, const float* q, size_t ldq, const Attenti
     a.key0 = it.key0;
     a.key1 = it.key1;
   }
+  a.kv_heads = it.kv_heads;
   ctx.kernels().attention_tile(a);
 }
 
@@ -210,11 +226,12 @@ size_t SplitShare(std::span<const AttentionSeq> seqs, const AttentionShape& shap
   return std::max(kSplitMinKeys, total_keys / (2 * threads) + 1);
 }
 
-// The key ranges of a sequence's items: one unless it has a single query tile and more keys than
-// the share; each range at least kSplitMinKeys keys before query 0's position.
-size_t SplitCount(const AttentionSeq& sq, size_t share) {
+// The key ranges of a sequence's items: one unless it has a single query tile and more keys (times
+// the kv heads of an item) than the share; each range at least kSplitMinKeys keys before query 0's
+// position.
+size_t SplitCount(const AttentionSeq& sq, const AttentionShape& shape, size_t share) {
   if (sq.q_len == 0 || sq.q_len > kQueryTile) return 1;
-  const size_t by_share = (sq.kv_len + share - 1) / share;
+  const size_t by_share = (sq.kv_len * HeadsPerItem(sq, shape) + share - 1) / share;
   const size_t by_keys = (sq.kv_len - sq.q_len + 1) / kSplitMinKeys;
   return std::max<size_t>(1, std::min(by_share, by_keys));
 }
@@ -223,7 +240,8 @@ void AttentionImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seq
                    const AttentionShape& shape, float* out, size_t ldo, KernelContext& ctx) {
   size_t num_items = 0;
   for (const AttentionSeq& sq : seqs)
-    num_items += (sq.q_len + kQueryTile - 1) / kQueryTile * shape.num_kv_heads;
+    num_items +=
+        (sq.q_len + kQueryTile - 1) / kQueryTile * shape.num_kv_heads / HeadsPerItem(sq, shape);
   const size_t share = SplitShare(seqs, shape, ctx.pool().num_threads());
   // Scratch: the plans (at most one per sequence), then each sequence's SplitParts.
   auto* split_mem = static_cast<char*>(
@@ -233,10 +251,10 @@ void AttentionImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seq
   size_t num_plans = 0, part_floats = 0, part_rows = 0;
   for (size_t si = 0; si < seqs.size(); ++si) {
     const AttentionSeq& sq = seqs[si];
-    const size_t splits = SplitCount(sq, share);
+    const size_t splits = SplitCount(sq, shape, share);
     if (splits < 2) continue;
     plans[num_plans++] = {si, splits, sq.kv_len, sq.kv_len - sq.q_len};
-    num_items += (splits - 1) * shape.num_kv_heads;
+    num_items += (splits - 1) * shape.num_kv_heads / HeadsPerItem(sq, shape);
     part_floats += splits * sq.q_len * shape.num_heads * shape.head_dim;
     part_rows += splits * sq.q_len * shape.num_heads;
   }
@@ -259,20 +277,22 @@ void AttentionImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seq
   size_t n = 0;
   size_t plan = 0;
   for (size_t si = 0; si < seqs.size(); ++si) {
+    const size_t heads = HeadsPerItem(seqs[si], shape);
     if (plan < num_plans && plans[plan].seq == si) {
       const SplitPlan& pl = plans[plan++];
       for (size_t p = 0; p < pl.splits; ++p)
-        for (size_t g = 0; g < shape.num_kv_heads; ++g)
-          items[n++] = {si, g, 0, seqs[si].q_len, pl.Bound(p), pl.Bound(p + 1), p};
+        for (size_t g = 0; g < shape.num_kv_heads; g += heads)
+          items[n++] = {si, g, 0, seqs[si].q_len, pl.Bound(p), pl.Bound(p + 1), p, heads};
       continue;
     }
     for (size_t q0 = 0; q0 < seqs[si].q_len; q0 += kQueryTile)
-      for (size_t g = 0; g < shape.num_kv_heads; ++g)
-        items[n++] = {si, g, q0, std::min(seqs[si].q_len, q0 + kQueryTile)};
+      for (size_t g = 0; g < shape.num_kv_heads; g += heads)
+        items[n++] = {si, g, q0, std::min(seqs[si].q_len, q0 + kQueryTile), 0, SIZE_MAX, 0, heads};
   }
-  // Item length: the keys it visits.
+  // Item length: the keys it visits, times its kv heads.
   auto keys_of = [&](const Item& it) {
-    return std::min(seqs[it.seq].kv_len - seqs[it.seq].q_len + it.q1, it.key1) - it.key0;
+    return (std::min(seqs[it.seq].kv_len - seqs[it.seq].q_len + it.q1, it.key1) - it.key0) *
+           it.kv_heads;
   };
   // Longest tiles (latest queries see the most keys) first, for the dynamic scheduler's balance.
   std::stable_sort(items, items + num_items,
@@ -346,8 +366,25 @@ void ReferenceImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seq
 
 }  // namespace
 
+void EachKvHead(const AttentionTileArgs& args, void (*tile)(const AttentionTileArgs&)) {
+  const size_t rows = (args.q1 - args.q0) * args.group;
+  for (size_t hh = 0; hh < args.kv_heads; ++hh) {
+    AttentionTileArgs a = args;
+    a.kv_head = args.kv_head + hh;
+    a.kv_heads = 1;
+    a.acc = args.acc + hh * rows * args.head_dim;
+    a.max = args.max + hh * rows;
+    a.sum = args.sum + hh * rows;
+    if (args.part_max) {
+      a.part_max = args.part_max + hh * rows;
+      a.part_sum = args.part_sum + hh * rows;
+    }
+    tile(a);
+  }
+}
+
 void AttentionTileScalar(const AttentionTileArgs& args) {
-  AttentionTileImpl(args);
+  EachKvHead(args, AttentionTileImpl);
 }
 
 void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
@@ -358,7 +395,7 @@ void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
 
 size_t AttentionKeySplits(std::span<const AttentionSeq> seqs, const AttentionShape& shape,
                           size_t threads, size_t seq) {
-  return SplitCount(seqs[seq], SplitShare(seqs, shape, threads == 0 ? 1 : threads));
+  return SplitCount(seqs[seq], shape, SplitShare(seqs, shape, threads == 0 ? 1 : threads));
 }
 
 void AttentionReference(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,

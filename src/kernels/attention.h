@@ -40,8 +40,9 @@ struct AttentionShape {
 
 // out[t, h*head_dim + d] = Σ_p softmax_p(scale · q_t,h · k_p,g) · v_p,g[d], g = h /
 // (heads/kv_heads), p ≤ position of t. q: f32 [*, ldq]; out: f32 [*, ldo]. Scores, softmax and sums
-// in f32 (K and V are read from bf16 or FP8). Work is split over (sequence, kv head, query tile),
-// and a long sequence with few queries (decode) also over key ranges, combined at the end.
+// in f32 (K and V are read from bf16 or FP8). Work is split over (sequence, kv head, query tile)
+// (a decode sequence's kv heads together), and a long sequence with few queries (decode) also
+// over key ranges, combined at the end.
 void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
                const AttentionShape& shape, float* out, size_t ldo, KernelContext& ctx);
 

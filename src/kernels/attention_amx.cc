@@ -612,7 +612,8 @@ void PrefillChunks(const AttentionTileArgs& a, const Buffers& b, size_t kv_end, 
   const size_t stride = kChunk * 16;  // floats per S^T buffer
   for (size_t c0 = a.key0; c0 < kv_end; c0 += kChunk) {
     const size_t pf0 = c0 + kPrefetchChunks * kChunk;
-    if (pf0 < kv_end) PrefetchKvRows(a, pf0, pf0 + kChunk < kv_end ? pf0 + kChunk : kv_end);
+    if (pf0 < kv_end)
+      PrefetchKvRows(a, a.kv_head, pf0, pf0 + kChunk < kv_end ? pf0 + kChunk : kv_end);
     const ChunkKeys keys = GatherChunk(a, b, c0, kv_end, 0);
     BuildValueTiles(keys.vrows, keys.nk, d, b.vt);
     // Rows are ordered by query: those that see a key of this chunk are a suffix.
@@ -657,14 +658,16 @@ void DecodeChunks(const AttentionTileArgs& a, const Buffers& b, size_t kv_end) {
   const size_t stride = kChunk * 16, vt_words = (d / 16) * kKeySteps * kTile;
   const auto no_tiles = [] {};
   const size_t pf1 = a.key0 + kChunk;  // the loop requests from chunk 2 on
-  if (pf1 < kv_end) PrefetchKvRows(a, pf1, pf1 + kChunk < kv_end ? pf1 + kChunk : kv_end);
+  if (pf1 < kv_end)
+    PrefetchKvRows(a, a.kv_head, pf1, pf1 + kChunk < kv_end ? pf1 + kChunk : kv_end);
   ChunkKeys cur = GatherChunk(a, b, a.key0, kv_end, 0);
   BuildValuePairs(cur.vrows, cur.nk, d, b.vt, no_tiles);
   ScoreUnits(b.qt, cur, steps, b.st).Finish();
   for (;;) {
     const size_t c1 = cur.c0 + kChunk, slot = cur.slot, next_slot = 1 - slot;
     const size_t pf0 = cur.c0 + (kPrefetchChunks + 1) * kChunk;
-    if (pf0 < kv_end) PrefetchKvRows(a, pf0, pf0 + kChunk < kv_end ? pf0 + kChunk : kv_end);
+    if (pf0 < kv_end)
+      PrefetchKvRows(a, a.kv_head, pf0, pf0 + kChunk < kv_end ? pf0 + kChunk : kv_end);
     const bool more = c1 < kv_end;
     ChunkKeys next;
     ScoreUnits next_scores;
@@ -696,6 +699,7 @@ void DecodeChunks(const AttentionTileArgs& a, const Buffers& b, size_t kv_end) {
 
 void AttentionTile(const AttentionTileArgs& a) {
   if (!TilesFit(a)) return avx512::AttentionTile(a);
+  if (a.kv_heads > 1) return EachKvHead(a, AttentionTile);
   const size_t d = a.head_dim, group = a.group, steps = d / 32;
   const size_t rows = (a.q1 - a.q0) * group, blocks = (rows + 15) / 16, rp = blocks * 16;
   const size_t kv_end = a.first_pos + a.q1 < a.key1 ? a.first_pos + a.q1 : a.key1;

@@ -83,11 +83,14 @@ void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
 
 #include "kernels/attention_tile.h"
 
-constexpr size_t kKeys = 8;            // keys per chunk: one score vector
-constexpr size_t kScoreChunks = 2;     // chunks per score pass (attention_fast_tile.h)
-constexpr size_t kMaxHeadDim = 256;    // bound of the chunk scratch below; larger: generic tile
-constexpr size_t kQkRows = 8;          // rows per score pass
-constexpr size_t kPvRows = 2;          // rows per P.V pass (2 x 4 ymm accumulators)
+constexpr size_t kKeys = 8;          // keys per chunk: one score vector
+constexpr size_t kScoreChunks = 2;   // chunks per score pass (attention_fast_tile.h)
+constexpr size_t kMaxHeadDim = 256;  // bound of the chunk scratch below; larger: generic tile
+constexpr size_t kQkRows = 8;        // rows per score pass
+constexpr size_t kPvRows = 2;        // rows per P.V pass (2 x 4 ymm accumulators)
+// A bf16 tile of at most this many rows reads V rows straight (AccumulatePvBf16N): decode's.
+constexpr size_t kDirectPvRows = 8;
+constexpr size_t kPairBlock = 16;      // dims of one pair-split block (AccumulatePvBf16N)
 constexpr size_t kPrefetchChunks = 4;  // the AVX-512 tile's 32 keys ahead
 
 // Chunk scratch of a score pass, per thread: 32 KB.
@@ -321,6 +324,81 @@ void AccumulatePvN(size_t n, float* const* acc, const float* corr, const float* 
   AccumulatePv<2>(acc, corr, p, ldp, v, ldv, n_keys, d);
 }
 
+// P.V straight from bf16 V rows for tiles of few rows (decode), as the AVX-512 tile's
+// AccumulatePvBf16N: a 32-byte load of 16 values becomes two f32 vectors by a shift (even dims)
+// and a mask (odd dims); acc rows hold each 16-dim block as its 8 even then its 8 odd dims (the
+// pair-split layout, restored by StoreRowScaledPairSplit). kBlocks blocks per pass: 6 rows x 2
+// accumulators (or 3 x 4), the two widened vectors and a broadcast fit the 16 registers.
+template <int kRows, int kBlocks>
+inline void PvBf16Pass(float* const* acc, size_t j, const float* corr, const float* p, size_t ldp,
+                       const bf16* const* v, size_t n_keys) {
+  const __m256i hi = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  __m256 o[kRows][2 * kBlocks];
+  for (int r = 0; r < kRows; ++r) {
+    const __m256 c = _mm256_set1_ps(corr[r]);
+    for (int i = 0; i < 2 * kBlocks; ++i)
+      o[r][i] = _mm256_mul_ps(_mm256_loadu_ps(acc[r] + j + 8 * i), c);
+  }
+  for (size_t k = 0; k < n_keys; ++k) {
+    __m256 w[2 * kBlocks];
+    for (int b = 0; b < kBlocks; ++b) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v[k] + j + 16 * b));
+      w[2 * b] = _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
+      w[2 * b + 1] = _mm256_castsi256_ps(_mm256_and_si256(raw, hi));
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const __m256 pr = _mm256_broadcast_ss(p + r * ldp + k);
+      for (int i = 0; i < 2 * kBlocks; ++i) o[r][i] = _mm256_fmadd_ps(pr, w[i], o[r][i]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int i = 0; i < 2 * kBlocks; ++i) _mm256_storeu_ps(acc[r] + j + 8 * i, o[r][i]);
+}
+
+// All dims (d % 16 == 0) of kRows ≤ 6 rows.
+template <int kRows>
+inline void AccumulatePvBf16(float* const* acc, const float* corr, const float* p, size_t ldp,
+                             const bf16* const* v, size_t n_keys, size_t d) {
+  constexpr int kBlocks = kRows <= 3 ? 2 : 1;
+  size_t j = 0;
+  for (; j + 16 * kBlocks <= d; j += 16 * kBlocks)
+    PvBf16Pass<kRows, kBlocks>(acc, j, corr, p, ldp, v, n_keys);
+  if (j < d) PvBf16Pass<kRows, 1>(acc, j, corr, p, ldp, v, n_keys);
+}
+
+void AccumulatePvBf16N(size_t n, float* const* acc, const float* corr, const float* p, size_t ldp,
+                       const bf16* const* v, size_t n_keys, size_t d) {
+  for (; n > 6; n -= 6, acc += 6, corr += 6, p += 6 * ldp)
+    AccumulatePvBf16<6>(acc, corr, p, ldp, v, n_keys, d);
+  switch (n) {
+    case 1:
+      return AccumulatePvBf16<1>(acc, corr, p, ldp, v, n_keys, d);
+    case 2:
+      return AccumulatePvBf16<2>(acc, corr, p, ldp, v, n_keys, d);
+    case 3:
+      return AccumulatePvBf16<3>(acc, corr, p, ldp, v, n_keys, d);
+    case 4:
+      return AccumulatePvBf16<4>(acc, corr, p, ldp, v, n_keys, d);
+    case 5:
+      return AccumulatePvBf16<5>(acc, corr, p, ldp, v, n_keys, d);
+    case 6:
+      return AccumulatePvBf16<6>(acc, corr, p, ldp, v, n_keys, d);
+  }
+}
+
+// out = acc · inv for an acc row in the pair-split layout (d % 16 == 0).
+void StoreRowScaledPairSplit(const float* acc, float inv, float* out, size_t d) {
+  const __m256 vi = _mm256_set1_ps(inv);
+  for (size_t j = 0; j < d; j += 16) {
+    const __m256 e = _mm256_mul_ps(_mm256_loadu_ps(acc + j), vi);
+    const __m256 o = _mm256_mul_ps(_mm256_loadu_ps(acc + j + 8), vi);
+    // unpacklo: dims 0-3 | 8-11, unpackhi: dims 4-7 | 12-15 (in-lane interleaves).
+    const __m256 lo = _mm256_unpacklo_ps(e, o), hi = _mm256_unpackhi_ps(e, o);
+    _mm256_storeu_ps(out + j, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(out + j + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
+  }
+}
+
 void StoreRowScaled(const float* acc, float inv, float* out, size_t d) {
   const __m256 vi = _mm256_set1_ps(inv);
   for (size_t j = 0; j < d; j += 8) {
@@ -336,7 +414,7 @@ void StoreRowScaled(const float* acc, float inv, float* out, size_t d) {
 }  // namespace
 
 void AttentionTile(const AttentionTileArgs& args) {
-  if (args.head_dim > kMaxHeadDim) return AttentionTileImpl(args);
+  if (args.head_dim > kMaxHeadDim) return EachKvHead(args, AttentionTileImpl);
   if (args.head_dim == 128) return FastTile<128>(args);  // MiniMax-M2's and Qwen3-MoE's
   FastTile<0>(args);
 }

@@ -12,7 +12,9 @@
 //   3. Online softmax per row on its two score vectors: masked (causal end, partial step), one
 //      horizontal max, vector exp (simd_math_avx512.h, ~2e-7 relative), one horizontal sum.
 //   4. P.V for up to 4 rows at a time, 64 output columns (4 zmm per row) in registers across the
-//      step's keys; the row's accumulator is rescaled as it is loaded.
+//      step's keys; the row's accumulator is rescaled as it is loaded. Decode (at most 8 rows
+//      per kv head, bf16 cache) reads V rows straight instead of widening them in step 1
+//      (AccumulatePvBf16N).
 // K/V rows two chunks ahead are prefetched into L2 (scattered blocks defeat the hardware
 // prefetcher). head_dim > 256 (beyond the thread_local chunk scratch) takes the generic tile.
 // Numerics as the generic tile and AttentionReference: q, scores, softmax and sums in f32, K and
@@ -90,6 +92,9 @@ constexpr size_t kScoreChunks = 2;   // chunks per score pass (attention_fast_ti
 constexpr size_t kMaxHeadDim = 256;  // bound of the chunk scratch below; larger: generic tile
 constexpr size_t kQkRows = 8;        // rows per score pass (8 FMA chains, kt loaded once)
 constexpr size_t kPvRows = 4;        // rows per P.V pass (4 x 4 zmm accumulators)
+// A bf16 tile of at most this many rows reads V rows straight (AccumulatePvBf16N): decode's.
+constexpr size_t kDirectPvRows = 8;
+constexpr size_t kPairBlock = 32;  // dims of one pair-split block (AccumulatePvBf16N)
 // Software prefetch distance in chunks (decode, 8 x 4096 tokens bf16, Zen 4: 1 chunk -> ~20%
 // less time than none; 2 chunks into L2 -> ~20% less again; 4 no better).
 constexpr size_t kPrefetchChunks = 2;
@@ -274,6 +279,86 @@ void AccumulatePvN(size_t n, float* const* acc, const float* corr, const float* 
   }
 }
 
+// P.V straight from bf16 V rows, for tiles of few rows (decode: 6 q heads per kv head). With
+// few rows sharing a V row, widening it into the chunk scratch (a load, a widening, a store and
+// a reload per 16 values) cost more than the FMAs it fed: ~26% of a decode step's samples (perf,
+// one core, V in L2). Here a 64-byte load of 32 values becomes two f32 vectors in registers by a
+// shift (even dims) and a mask (odd dims), so acc rows hold each 32-dim block as its 16 even
+// dims then its 16 odd dims (the pair-split layout; StoreRowScaledPairSplit restores the order).
+// acc[r] = acc[r] · corr[r] + Σ_{k < n_keys} p[r][k] · v[k] over dims [j, j + 32 · kBlocks).
+template <int kRows, int kBlocks>
+inline void PvBf16Pass(float* const* acc, size_t j, const float* corr, const float* p, size_t ldp,
+                       const bf16* const* v, size_t n_keys) {
+  const __m512i hi = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+  __m512 o[kRows][2 * kBlocks];
+  for (int r = 0; r < kRows; ++r) {
+    const __m512 c = _mm512_set1_ps(corr[r]);
+    for (int i = 0; i < 2 * kBlocks; ++i)
+      o[r][i] = _mm512_mul_ps(_mm512_loadu_ps(acc[r] + j + 16 * i), c);
+  }
+  for (size_t k = 0; k < n_keys; ++k) {
+    __m512 w[2 * kBlocks];
+    for (int b = 0; b < kBlocks; ++b) {
+      const __m512i raw = _mm512_loadu_si512(v[k] + j + 32 * b);
+      w[2 * b] = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+      w[2 * b + 1] = _mm512_castsi512_ps(_mm512_and_si512(raw, hi));
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 pr = _mm512_set1_ps(p[r * ldp + k]);
+      for (int i = 0; i < 2 * kBlocks; ++i) o[r][i] = _mm512_fmadd_ps(pr, w[i], o[r][i]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int i = 0; i < 2 * kBlocks; ++i) _mm512_storeu_ps(acc[r] + j + 16 * i, o[r][i]);
+}
+
+// All dims (d % 32 == 0) of kRows ≤ 6 rows, 64 dims per pass up to 4 rows (16 accumulators),
+// else 32 (6 rows x 4 accumulators spilled): each V row is loaded and widened once either way.
+template <int kRows>
+inline void AccumulatePvBf16(float* const* acc, const float* corr, const float* p, size_t ldp,
+                             const bf16* const* v, size_t n_keys, size_t d) {
+  constexpr int kBlocks = kRows <= 4 ? 2 : 1;
+  size_t j = 0;
+  for (; j + 32 * kBlocks <= d; j += 32 * kBlocks)
+    PvBf16Pass<kRows, kBlocks>(acc, j, corr, p, ldp, v, n_keys);
+  if (j < d) PvBf16Pass<kRows, 1>(acc, j, corr, p, ldp, v, n_keys);
+}
+
+void AccumulatePvBf16N(size_t n, float* const* acc, const float* corr, const float* p, size_t ldp,
+                       const bf16* const* v, size_t n_keys, size_t d) {
+  for (; n > 6; n -= 6, acc += 6, corr += 6, p += 6 * ldp)
+    AccumulatePvBf16<6>(acc, corr, p, ldp, v, n_keys, d);
+  switch (n) {
+    case 1:
+      return AccumulatePvBf16<1>(acc, corr, p, ldp, v, n_keys, d);
+    case 2:
+      return AccumulatePvBf16<2>(acc, corr, p, ldp, v, n_keys, d);
+    case 3:
+      return AccumulatePvBf16<3>(acc, corr, p, ldp, v, n_keys, d);
+    case 4:
+      return AccumulatePvBf16<4>(acc, corr, p, ldp, v, n_keys, d);
+    case 5:
+      return AccumulatePvBf16<5>(acc, corr, p, ldp, v, n_keys, d);
+    case 6:
+      return AccumulatePvBf16<6>(acc, corr, p, ldp, v, n_keys, d);
+  }
+}
+
+// out = acc · inv for an acc row in the pair-split layout (d % 32 == 0): each block's even and
+// odd halves interleaved back by two two-source permutes.
+void StoreRowScaledPairSplit(const float* acc, float inv, float* out, size_t d) {
+  const __m512 vi = _mm512_set1_ps(inv);
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i hi =
+      _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  for (size_t j = 0; j < d; j += 32) {
+    const __m512 e = _mm512_mul_ps(_mm512_loadu_ps(acc + j), vi);
+    const __m512 o = _mm512_mul_ps(_mm512_loadu_ps(acc + j + 16), vi);
+    _mm512_storeu_ps(out + j, _mm512_permutex2var_ps(e, lo, o));
+    _mm512_storeu_ps(out + j + 16, _mm512_permutex2var_ps(e, hi, o));
+  }
+}
+
 // One row's step of the online softmax over `chunks` score vectors (chunk c's at s + c · kQkRows ·
 // kKeys, keys c · kKeys ..): scores scaled and masked (keys past n_valid: −inf), the running max
 // moved once for the step, p = e^(s − max) (zero where masked; p[c · kKeys + lane]), the sum
@@ -331,7 +416,7 @@ float* ChunkV() {
 }  // namespace
 
 void AttentionTile(const AttentionTileArgs& args) {
-  if (args.head_dim > kMaxHeadDim) return AttentionTileImpl(args);
+  if (args.head_dim > kMaxHeadDim) return EachKvHead(args, AttentionTileImpl);
   if (args.head_dim == 128) return FastTile<128>(args);  // MiniMax-M2's and Qwen3-MoE's
   FastTile<0>(args);
 }

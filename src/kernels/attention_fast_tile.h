@@ -26,10 +26,21 @@
 //                      size_t ldp, const float* v, size_t ldv, size_t n_keys, size_t d);
 //                                       acc[r] = acc[r] · corr[r] + Σ_k p[r][k] · v[k]
 //   void StoreRowScaled(const float* acc, float inv, float* out, size_t d);   out = acc · inv
+//   constexpr size_t kDirectPvRows, kPairBlock;
+//   void AccumulatePvBf16N(size_t n, float* const* acc, const float* corr, const float* p,
+//                          size_t ldp, const bf16* const* v_rows, size_t n_keys, size_t d);
+//   void StoreRowScaledPairSplit(const float* acc, float inv, float* out, size_t d);
+//                                       a bf16 tile of at most kDirectPvRows rows per kv head
+//                                       (decode) with d % kPairBlock == 0 skips the V widening:
+//                                       P.V widens the rows of V in registers, each kPairBlock
+//                                       dims into their even and odd halves, so its acc rows hold
+//                                       each block's even dims, then its odd ones, restored when
+//                                       stored
 // and after <cmath>, kernels/internal.h and kernels/attention_prefetch.h.
 //
-// Per chunk of kKeys consecutive positions (spanning cache blocks of any size), for all rows of
-// the work item (row = query of the tile x q head of the kv head's group): K transposed once and
+// An item of several kv heads (decode) takes each step for every head in turn. Per chunk of kKeys
+// consecutive positions (spanning cache blocks of any size), for all rows of
+// a kv head (row = query of the tile x q head of the kv head's group): K transposed once and
 // V widened once, shared by every row; scores by broadcast FMAs (no horizontal sums); the online
 // softmax per row on its score vector; P·V into the rows' f32 accumulators. The keys are walked in
 // steps of kScoreChunks chunks: one score pass loads each broadcast of q for that many score
@@ -79,11 +90,13 @@ inline void ScoresN(size_t n, size_t chunks, const float* const* q, const float*
 template <size_t kD>
 void FastTile(const AttentionTileArgs& a) {
   const size_t d = kD ? kD : a.head_dim, bs = a.block_size, group = a.group;
-  const size_t rows = (a.q1 - a.q0) * group;
+  const size_t rows = (a.q1 - a.q0) * group;  // per kv head
   // Keys [a.key0, kv_end) matter to this tile.
   const size_t kv_end = a.first_pos + a.q1 < a.key1 ? a.first_pos + a.q1 : a.key1;
   const size_t ldv = (d + kKeys - 1) / kKeys * kKeys;
-  for (size_t r = 0; r < rows; ++r) {
+  // Few rows of a bf16 cache (decode): P.V reads V rows straight, acc rows pair-split.
+  const bool direct_v = !a.k_blocks8 && rows <= kDirectPvRows && d % kPairBlock == 0;
+  for (size_t r = 0; r < a.kv_heads * rows; ++r) {
     a.max[r] = -INFINITY;
     a.sum[r] = 0.0f;
     for (size_t j = 0; j < d; ++j) a.acc[r * d + j] = 0.0f;
@@ -92,6 +105,7 @@ void FastTile(const AttentionTileArgs& a) {
   float* const v = ChunkV();
   const bf16* k_rows[kKeys];
   const uint8_t* k_rows8[kKeys];
+  const bf16* v_rows[kScoreChunks * kKeys];
   alignas(64) float k_scales[kKeys];
   alignas(64) float s[kScoreChunks * kQkRows * kKeys];
   alignas(64) float p[kQkRows * kScoreChunks * kKeys];
@@ -106,63 +120,89 @@ void FastTile(const AttentionTileArgs& a) {
     const size_t i_first = c0 > a.first_pos + a.q0 ? c0 - a.first_pos : a.q0;
     const size_t r_first = (i_first - a.q0) * group;
     const size_t pf0 = c0 + kPrefetchChunks * kKeys;
-    if (pf0 < kv_end) PrefetchKvRows(a, pf0, MinSize(pf0 + kStep, kv_end));
-    for (size_t c = 0; c < chunks; ++c) {
-      const size_t k0 = c0 + c * kKeys, nk = MinSize(kKeys, kv_end - k0);
-      float* const vc = v + c * kKeys * ldv;
-      float* const ktc = kt + c * d * kKeys;
-      PositionCursor cur(k0, bs);
-      for (size_t k = 0; k < nk; ++k, cur.Next(bs)) {
-        const size_t blk = cur.block, at = cur.row * a.num_kv_heads + a.kv_head;
-        if (a.k_blocks8) {
-          const uint8_t* kb = a.k_blocks8[blk];
-          const uint8_t* vb = a.v_blocks8[blk];
-          k_rows8[k] = kb + at * d;
-          k_scales[k] = reinterpret_cast<const float*>(kb + a.scale_offset)[at];
-          WidenFp8(vb + at * d, reinterpret_cast<const float*>(vb + a.scale_offset)[at],
-                   vc + k * ldv, d);
-        } else {
-          k_rows[k] = a.k_blocks[blk] + at * d;
-          Widen(a.v_blocks[blk] + at * d, vc + k * ldv, d);
+    // The item's kv heads take the step in turn (decode: all of a sequence's, so that the step
+    // reads whole cache rows; see attention.cc).
+    for (size_t hh = 0; hh < a.kv_heads; ++hh) {
+      const size_t kv_head = a.kv_head + hh;
+      float* const acc = a.acc + hh * rows * d;
+      float* const max = a.max + hh * rows;
+      float* const sum = a.sum + hh * rows;
+      if (pf0 < kv_end) PrefetchKvRows(a, kv_head, pf0, MinSize(pf0 + kStep, kv_end));
+      for (size_t c = 0; c < chunks; ++c) {
+        const size_t k0 = c0 + c * kKeys, nk = MinSize(kKeys, kv_end - k0);
+        float* const vc = v + c * kKeys * ldv;
+        float* const ktc = kt + c * d * kKeys;
+        PositionCursor cur(k0, bs);
+        for (size_t k = 0; k < nk; ++k, cur.Next(bs)) {
+          const size_t blk = cur.block, at = cur.row * a.num_kv_heads + kv_head;
+          if (a.k_blocks8) {
+            const uint8_t* kb = a.k_blocks8[blk];
+            const uint8_t* vb = a.v_blocks8[blk];
+            k_rows8[k] = kb + at * d;
+            k_scales[k] = reinterpret_cast<const float*>(kb + a.scale_offset)[at];
+            WidenFp8(vb + at * d, reinterpret_cast<const float*>(vb + a.scale_offset)[at],
+                     vc + k * ldv, d);
+          } else if (direct_v) {
+            // Into L1 now: P.V reads it after the scores and the softmax (from DRAM, a V row
+            // read only there stalled P.V: bench_attention decode 8 x 4096 ~20% slower).
+            k_rows[k] = a.k_blocks[blk] + at * d;
+            v_rows[c * kKeys + k] = a.v_blocks[blk] + at * d;
+            for (size_t off = 0; off < 2 * d; off += 64)
+              _mm_prefetch(reinterpret_cast<const char*>(v_rows[c * kKeys + k]) + off, _MM_HINT_T0);
+            continue;
+          } else {
+            k_rows[k] = a.k_blocks[blk] + at * d;
+            Widen(a.v_blocks[blk] + at * d, vc + k * ldv, d);
+          }
+          if (ldv != d)  // P.V's tail reads whole vectors: keep the padding finite
+            for (size_t j = d; j < ldv; ++j) vc[k * ldv + j] = 0.0f;
         }
-        if (ldv != d)  // P.V's tail reads whole vectors: keep the padding finite
-          for (size_t j = d; j < ldv; ++j) vc[k * ldv + j] = 0.0f;
+        if (a.k_blocks8)
+          TransposeKeysFp8(k_rows8, k_scales, nk, d, ktc);
+        else
+          TransposeKeysBf16(k_rows, nk, d, ktc);
       }
-      if (a.k_blocks8)
-        TransposeKeysFp8(k_rows8, k_scales, nk, d, ktc);
-      else
-        TransposeKeysBf16(k_rows, nk, d, ktc);
-    }
 
-    for (size_t r0 = r_first; r0 < rows; r0 += kQkRows) {
-      const size_t nr = rows - r0 < kQkRows ? rows - r0 : kQkRows;
-      for (size_t r = 0; r < nr; ++r) {
-        const size_t i = a.q0 + (r0 + r) / group, h = a.kv_head * group + (r0 + r) % group;
-        q_rows[r] = a.q + i * a.ldq + h * d;
-        acc_rows[r] = a.acc + (r0 + r) * d;
-      }
-      ScoresN(nr, chunks, q_rows, kt, d, s);
-      size_t n_valid[kQkRows];
-      for (size_t r = 0; r < nr; ++r) {
-        const size_t i = a.q0 + (r0 + r) / group;
-        const size_t seen = a.first_pos + i - c0 + 1;  // ≥ 1: the row sees key c0
-        n_valid[r] = MinSize(seen, step_keys);
-        corr[r] = SoftmaxRow(s + r * kKeys, chunks, n_valid[r], a.scale, a.max[r0 + r],
-                             a.sum[r0 + r], p + r * kStep);
-      }
-      // Later rows see at least as many keys; rows past their own causal end carry p = 0.
-      for (size_t r = 0; r < nr; r += kPvRows) {
-        const size_t n = nr - r < kPvRows ? nr - r : kPvRows;
-        AccumulatePvN(n, acc_rows + r, corr + r, p + r * kStep, kStep, v, ldv, n_valid[r + n - 1],
-                      d);
+      for (size_t r0 = r_first; r0 < rows; r0 += kQkRows) {
+        const size_t nr = rows - r0 < kQkRows ? rows - r0 : kQkRows;
+        for (size_t r = 0; r < nr; ++r) {
+          const size_t i = a.q0 + (r0 + r) / group, h = kv_head * group + (r0 + r) % group;
+          q_rows[r] = a.q + i * a.ldq + h * d;
+          acc_rows[r] = acc + (r0 + r) * d;
+        }
+        ScoresN(nr, chunks, q_rows, kt, d, s);
+        size_t n_valid[kQkRows];
+        for (size_t r = 0; r < nr; ++r) {
+          const size_t i = a.q0 + (r0 + r) / group;
+          const size_t seen = a.first_pos + i - c0 + 1;  // ≥ 1: the row sees key c0
+          n_valid[r] = MinSize(seen, step_keys);
+          corr[r] = SoftmaxRow(s + r * kKeys, chunks, n_valid[r], a.scale, max[r0 + r], sum[r0 + r],
+                               p + r * kStep);
+        }
+        // Later rows see at least as many keys; rows past their own causal end carry p = 0.
+        if (direct_v) {
+          AccumulatePvBf16N(nr, acc_rows, corr, p, kStep, v_rows, n_valid[nr - 1], d);
+          continue;
+        }
+        for (size_t r = 0; r < nr; r += kPvRows) {
+          const size_t n = nr - r < kPvRows ? nr - r : kPvRows;
+          AccumulatePvN(n, acc_rows + r, corr + r, p + r * kStep, kStep, v, ldv, n_valid[r + n - 1],
+                        d);
+        }
       }
     }
   }
-  for (size_t r = 0; r < rows; ++r) {
-    const size_t i = a.q0 + r / group, h = a.kv_head * group + r % group;
-    StoreRowScaled(a.acc + r * d, 1.0f / a.sum[r], a.out + i * a.ldo + h * d, d);
-    if (a.part_max) a.part_max[r] = a.max[r], a.part_sum[r] = a.sum[r];
-  }
+  for (size_t hh = 0; hh < a.kv_heads; ++hh)
+    for (size_t r = 0; r < rows; ++r) {
+      const size_t i = a.q0 + r / group, h = (a.kv_head + hh) * group + r % group;
+      const size_t at = hh * rows + r;
+      float* const out = a.out + i * a.ldo + h * d;
+      if (direct_v)
+        StoreRowScaledPairSplit(a.acc + at * d, 1.0f / a.sum[at], out, d);
+      else
+        StoreRowScaled(a.acc + at * d, 1.0f / a.sum[at], out, d);
+      if (a.part_max) a.part_max[at] = a.max[at], a.part_sum[at] = a.sum[at];
+    }
 }
 
 }  // namespace

@@ -23,14 +23,15 @@ struct PositionCursor {
   }
 };
 
-// K and V rows of key positions [from, to) of a work item's kv head, and an FP8 cache's row
+// K and V rows of key positions [from, to) of kv head `kv_head`, and an FP8 cache's row
 // scales, requested into L2 (T1): cache blocks are scattered, so the hardware prefetchers cannot
 // see them coming; T1 holds fewer L1 miss buffers and leaves L1 to the tile's working set.
-static inline void PrefetchKvRows(const AttentionTileArgs& a, size_t from, size_t to) {
+static inline void PrefetchKvRows(const AttentionTileArgs& a, size_t kv_head, size_t from,
+                                  size_t to) {
   const size_t d = a.head_dim, bs = a.block_size;
   const size_t row_bytes = a.k_blocks8 ? d : 2 * d;
   for (PositionCursor cur(from, bs); from < to; ++from, cur.Next(bs)) {
-    const size_t blk = cur.block, at = cur.row * a.num_kv_heads + a.kv_head;
+    const size_t blk = cur.block, at = cur.row * a.num_kv_heads + kv_head;
     const char* kr = a.k_blocks8 ? reinterpret_cast<const char*>(a.k_blocks8[blk] + at * d)
                                  : reinterpret_cast<const char*>(a.k_blocks[blk] + at * d);
     const char* vr = a.k_blocks8 ? reinterpret_cast<const char*>(a.v_blocks8[blk] + at * d)

@@ -21,7 +21,8 @@ struct WorkerScratch;
 // 0 of the row range, w at its first row.
 
 // One attention work item (attention.cc): queries [q0, q1) of a sequence (local indices, q and
-// out already offset to the sequence's first row), all q heads of kv head `kv_head`.
+// out already offset to the sequence's first row), all q heads of kv heads [kv_head, kv_head +
+// kv_heads) (decode items take all of a sequence's; see attention.cc).
 struct AttentionTileArgs {
   const float* q;
   size_t ldq;
@@ -36,19 +37,24 @@ struct AttentionTileArgs {
   size_t q0, q1, kv_head, group, num_kv_heads, head_dim, block_size;
   float scale;
   // Scratch: k, v [block_size, head_dim]; scores [rows, block_size]; acc [rows, head_dim];
-  // max, sum [rows]; rows = (q1 − q0) · group.
+  // max, sum [rows]; rows = (q1 − q0) · group · kv_heads, kv head by kv head.
   float *k, *v, *scores, *acc, *max, *sum;
   // The calling thread's scratch for tiles that need more (amx::AttentionTile), or null.
   ScratchBuffer* tile_scratch = nullptr;
   // A split-KV item (attention.cc) sees only keys [key0, key1) of the sequence (key1 is capped at
   // each row's causal end; key0 is a multiple of 64 and at most the position of query q0, so
   // every row sees at least one key), and also stores each row's running max and sum at
-  // part_max[r] and part_sum[r] (rows r = (query − q0) · group + q head in the group), from which
+  // part_max[r] and part_sum[r] (rows r as the scratch's: kv head, query − q0, q head), from which
   // the partial outputs of an item's splits are combined. Defaults: all keys, nothing stored.
   size_t key0 = 0, key1 = SIZE_MAX;
   float* part_max = nullptr;
   float* part_sum = nullptr;
+  size_t kv_heads = 1;
 };
+
+// Runs a one-kv-head tile on each kv head of an item in turn (for the tiles that walk one:
+// the generic and AMX ones), with each head's rows of the scratch and of part_max / part_sum.
+void EachKvHead(const AttentionTileArgs& args, void (*tile)(const AttentionTileArgs&));
 
 // A row range of a quantized weight as the ISA kernels see it (matmul.cc fills it from a
 // WeightMatrix view and the range's first row). Row r of the range:
