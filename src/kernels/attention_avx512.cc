@@ -375,8 +375,10 @@ float SoftmaxRow(const float* s, size_t chunks, size_t n_valid, float scale, flo
     m = _mm512_max_ps(m, sr[c]);
   }
   const float old_max = max;
-  const float new_max = MaxF(old_max, _mm512_reduce_max_ps(m));
-  // The max settles after a few steps: skip the exp when it did not move.
+  // The max settles after a few steps: when no score passes it, skip the horizontal max (a chain
+  // of dependent shuffles per row and step) as well as the correction's exp.
+  const bool moved = _mm512_cmp_ps_mask(m, _mm512_set1_ps(old_max), _CMP_GT_OQ) != 0;
+  const float new_max = moved ? MaxF(old_max, _mm512_reduce_max_ps(m)) : old_max;
   const float corr = old_max == new_max ? 1.0f
                      : old_max == -INFINITY
                          ? 0.0f
