@@ -143,12 +143,8 @@ void FastTile(const AttentionTileArgs& a) {
             WidenFp8(vb + at * d, reinterpret_cast<const float*>(vb + a.scale_offset)[at],
                      vc + k * ldv, d);
           } else if (direct_v) {
-            // Into L1 now: P.V reads it after the scores and the softmax (from DRAM, a V row
-            // read only there stalled P.V: bench_attention decode 8 x 4096 ~20% slower).
             k_rows[k] = a.k_blocks[blk] + at * d;
             v_rows[c * kKeys + k] = a.v_blocks[blk] + at * d;
-            for (size_t off = 0; off < 2 * d; off += 64)
-              _mm_prefetch(reinterpret_cast<const char*>(v_rows[c * kKeys + k]) + off, _MM_HINT_T0);
             continue;
           } else {
             k_rows[k] = a.k_blocks[blk] + at * d;
@@ -161,6 +157,12 @@ void FastTile(const AttentionTileArgs& a) {
           TransposeKeysFp8(k_rows8, k_scales, nk, d, ktc);
         else
           TransposeKeysBf16(k_rows, nk, d, ktc);
+        // The chunk's V rows into L1 now, behind its K rows: P.V reads them after the scores and
+        // the softmax (from DRAM, V rows read only there stalled P.V: decode ~20% slower).
+        if (direct_v)
+          for (size_t k = 0; k < nk; ++k)
+            for (size_t off = 0; off < 2 * d; off += 64)
+              _mm_prefetch(reinterpret_cast<const char*>(v_rows[c * kKeys + k]) + off, _MM_HINT_T0);
       }
 
       for (size_t r0 = r_first; r0 < rows; r0 += kQkRows) {

@@ -8,7 +8,7 @@ namespace moeserve::kernels {
 
 // In-register transpose of a 16 × 16 matrix of 32-bit elements (r[i] = row i; on return r[c] =
 // column c): 32-bit interleave, 64-bit interleave, then a 4 × 4 transpose of 128-bit lanes.
-static inline void Transpose16x16(__m512i r[16]) {
+__attribute__((always_inline)) static inline void Transpose16x16(__m512i r[16]) {
   __m512i t[16], u[16];
   for (int i = 0; i < 8; ++i) {
     t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
