@@ -7,15 +7,16 @@
 // sequence's items take all its kv heads instead (kDecodeRows): with a few rows per kv head
 // the step is bound by reading K and V, and the cache's rows are read whole.
 //
-// Split KV (flash decoding): a decode step has one item per sequence (one per kv head before
-// kDecodeRows), however many threads the rank has, and one long sequence's items set a batch's
-// time. So items longer than a fair share of the call's keys x kv heads (total / (2 · threads),
-// at least kSplitMinKeys) are split into key ranges; each writes its normalized partial output
-// with its rows' max and sum, and a combine step weighs the splits by sum · e^(max − M). Only
-// tiles of sequences with at most kQueryTile queries are split (every row then sees a key of
-// every range). The split depends on the call (the pool's thread count and the other sequences'
-// lengths): the results are the same for the same call and pool, and a split sequence's differ
-// from its unsplit ones by f32 summation order, as a batch's numerics do in any batching engine.
+// Split KV (flash decoding): a decode step has one item per sequence (or per few kv heads, when
+// the call has few sequences for its threads: MakeCut), however many threads the rank has, and
+// one long sequence's items set a batch's time. So items longer than a fair share of the call's
+// keys x kv heads (total / (2 · threads), at least kSplitMinKeys keys) are split into key ranges;
+// each writes its normalized partial output with its rows' max and sum, and a combine step weighs
+// the splits by sum · e^(max − M). Only tiles of sequences with at most kQueryTile queries are
+// split (every row then sees a key of every range). The split depends on the call (the pool's
+// thread count and the other sequences' lengths): the results are the same for the same call and
+// pool, and a split sequence's differ from its unsplit ones by f32 summation order, as a batch's
+// numerics do in any batching engine.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -93,10 +94,16 @@ struct Item {
   size_t kv_heads = 1;               // kv heads [kv_head, kv_head + kv_heads)
 };
 
-// The kv heads one item of the sequence takes: all of them for decode (kDecodeRows), else one.
-size_t HeadsPerItem(const AttentionSeq& sq, const AttentionShape& s) {
+// How a call's work is cut into items: the share of keys x kv heads an item may take before it is
+// split into key ranges (SplitShare), and the kv heads of a decode item (DecodeHeads).
+struct Cut {
+  size_t share, decode_heads;
+};
+
+// The kv heads one item of the sequence takes: cut.decode_heads for decode (kDecodeRows), else one.
+size_t HeadsPerItem(const AttentionSeq& sq, const AttentionShape& s, const Cut& cut) {
   const size_t group = s.num_heads / s.num_kv_heads;
-  return sq.q_len > 0 && sq.q_len * group <= kDecodeRows ? s.num_kv_heads : 1;
+  return sq.q_len > 0 && sq.q_len * group <= kDecodeRows ? cut.decode_heads : 1;
 }
 
 // The splits of one sequence's tile: `splits` key ranges over [0, keys), boundaries multiples of
@@ -229,20 +236,38 @@ size_t SplitShare(std::span<const AttentionSeq> seqs, const AttentionShape& shap
 // The key ranges of a sequence's items: one unless it has a single query tile and more keys (times
 // the kv heads of an item) than the share; each range at least kSplitMinKeys keys before query 0's
 // position.
-size_t SplitCount(const AttentionSeq& sq, const AttentionShape& shape, size_t share) {
+size_t SplitCount(const AttentionSeq& sq, const AttentionShape& shape, const Cut& cut) {
   if (sq.q_len == 0 || sq.q_len > kQueryTile) return 1;
-  const size_t by_share = (sq.kv_len * HeadsPerItem(sq, shape) + share - 1) / share;
+  const size_t by_share = (sq.kv_len * HeadsPerItem(sq, shape, cut) + cut.share - 1) / cut.share;
   const size_t by_keys = (sq.kv_len - sq.q_len + 1) / kSplitMinKeys;
   return std::max<size_t>(1, std::min(by_share, by_keys));
 }
 
+// The items of a call cut so.
+size_t ItemCount(std::span<const AttentionSeq> seqs, const AttentionShape& shape, const Cut& cut) {
+  size_t items = 0;
+  for (const AttentionSeq& sq : seqs) {
+    const size_t splits = SplitCount(sq, shape, cut);
+    const size_t tiles = splits > 1 ? splits : (sq.q_len + kQueryTile - 1) / kQueryTile;
+    items += tiles * shape.num_kv_heads / HeadsPerItem(sq, shape, cut);
+  }
+  return items;
+}
+
+// Decode items take all kv heads unless the call would then have fewer than 2 items per thread
+// (a lone sequence with a short context, or many threads, where one kv head per item had kept
+// them all busy): then half as many, and so on, down to one.
+Cut MakeCut(std::span<const AttentionSeq> seqs, const AttentionShape& shape, size_t threads) {
+  Cut cut{SplitShare(seqs, shape, threads), shape.num_kv_heads};
+  while (cut.decode_heads % 2 == 0 && ItemCount(seqs, shape, cut) < 2 * threads)
+    cut.decode_heads /= 2;
+  return cut;
+}
+
 void AttentionImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
                    const AttentionShape& shape, float* out, size_t ldo, KernelContext& ctx) {
-  size_t num_items = 0;
-  for (const AttentionSeq& sq : seqs)
-    num_items +=
-        (sq.q_len + kQueryTile - 1) / kQueryTile * shape.num_kv_heads / HeadsPerItem(sq, shape);
-  const size_t share = SplitShare(seqs, shape, ctx.pool().num_threads());
+  const Cut cut = MakeCut(seqs, shape, ctx.pool().num_threads());
+  const size_t num_items = ItemCount(seqs, shape, cut);
   // Scratch: the plans (at most one per sequence), then each sequence's SplitParts.
   auto* split_mem = static_cast<char*>(
       ctx.call().attention_splits.Get(seqs.size() * (sizeof(SplitPlan) + sizeof(SplitParts))));
@@ -251,10 +276,9 @@ void AttentionImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seq
   size_t num_plans = 0, part_floats = 0, part_rows = 0;
   for (size_t si = 0; si < seqs.size(); ++si) {
     const AttentionSeq& sq = seqs[si];
-    const size_t splits = SplitCount(sq, shape, share);
+    const size_t splits = SplitCount(sq, shape, cut);
     if (splits < 2) continue;
     plans[num_plans++] = {si, splits, sq.kv_len, sq.kv_len - sq.q_len};
-    num_items += (splits - 1) * shape.num_kv_heads / HeadsPerItem(sq, shape);
     part_floats += splits * sq.q_len * shape.num_heads * shape.head_dim;
     part_rows += splits * sq.q_len * shape.num_heads;
   }
@@ -277,7 +301,7 @@ void AttentionImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seq
   size_t n = 0;
   size_t plan = 0;
   for (size_t si = 0; si < seqs.size(); ++si) {
-    const size_t heads = HeadsPerItem(seqs[si], shape);
+    const size_t heads = HeadsPerItem(seqs[si], shape, cut);
     if (plan < num_plans && plans[plan].seq == si) {
       const SplitPlan& pl = plans[plan++];
       for (size_t p = 0; p < pl.splits; ++p)
@@ -295,6 +319,7 @@ void AttentionImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seq
            it.kv_heads;
   };
   // Longest tiles (latest queries see the most keys) first, for the dynamic scheduler's balance.
+  MOESERVE_CHECK(n == num_items, "attention: ", n, " items made, ", num_items, " counted");
   std::stable_sort(items, items + num_items,
                    [&](const Item& a, const Item& b) { return keys_of(a) > keys_of(b); });
   ctx.pool().ParallelForDynamic(num_items, [&](size_t i, size_t thread) {
@@ -395,7 +420,7 @@ void Attention(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,
 
 size_t AttentionKeySplits(std::span<const AttentionSeq> seqs, const AttentionShape& shape,
                           size_t threads, size_t seq) {
-  return SplitCount(seqs[seq], shape, SplitShare(seqs, shape, threads == 0 ? 1 : threads));
+  return SplitCount(seqs[seq], shape, MakeCut(seqs, shape, threads == 0 ? 1 : threads));
 }
 
 void AttentionReference(const float* q, size_t ldq, std::span<const AttentionSeq> seqs,

@@ -117,6 +117,13 @@ TEST_P(AttentionEveryIsa, MatchesReference) {
   // MHA (group 1), head_dim not a multiple of the vector width.
   CheckAttention({3, 3, 20, 16, 0.2f}, {17, 1}, {17, 18}, ctx, rng);
   if (HasFatalFailure()) return;
+  // Decode items over several of the 8 kv heads (items of kv heads [h, h + n) at h > 0): on 2
+  // threads a lone decode takes them in 4 items of 2 (all 8 in one item would leave a thread
+  // idle), two decodes in 2 items of 4 each.
+  CheckAttention({16, 8, 32, 16, 0.2f}, {1}, {40}, ctx, rng);
+  if (HasFatalFailure()) return;
+  CheckAttention({16, 8, 32, 16, 0.2f}, {1, 1}, {40, 75}, ctx, rng);
+  if (HasFatalFailure()) return;
 }
 
 // The shapes the fast tile specialises on, and their edges: GQA groups 1..8 (score rows per pass:
