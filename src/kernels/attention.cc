@@ -4,8 +4,9 @@
 // queries for all `group` q heads that share the kv head, so each K/V row is widened from bf16 once
 // and reused group × tile times. Keys are visited one cache block at a time with an online
 // (streaming) softmax: scores for the block, running max / sum rescaled, V accumulated. A decode
-// sequence's items take all its kv heads instead (kDecodeRows): with a few rows per kv head
-// the step is bound by reading K and V, and the cache's rows are read whole.
+// sequence's items take all its kv heads instead (kDecodeRows; fewer when that would idle
+// threads): with a few rows per kv head the step is bound by reading K and V, and the cache's
+// rows are then read whole.
 //
 // Split KV (flash decoding): a decode step has one item per sequence (or per few kv heads, when
 // the call has few sequences for its threads: MakeCut), however many threads the rank has, and
@@ -95,7 +96,7 @@ struct Item {
 };
 
 // How a call's work is cut into items: the share of keys x kv heads an item may take before it is
-// split into key ranges (SplitShare), and the kv heads of a decode item (DecodeHeads).
+// split into key ranges (SplitShare), and the kv heads of a decode item (MakeCut).
 struct Cut {
   size_t share, decode_heads;
 };
@@ -318,8 +319,8 @@ void AttentionImpl(const float* q, size_t ldq, std::span<const AttentionSeq> seq
     return (std::min(seqs[it.seq].kv_len - seqs[it.seq].q_len + it.q1, it.key1) - it.key0) *
            it.kv_heads;
   };
-  // Longest tiles (latest queries see the most keys) first, for the dynamic scheduler's balance.
   MOESERVE_CHECK(n == num_items, "attention: ", n, " items made, ", num_items, " counted");
+  // Longest tiles (latest queries see the most keys) first, for the dynamic scheduler's balance.
   std::stable_sort(items, items + num_items,
                    [&](const Item& a, const Item& b) { return keys_of(a) > keys_of(b); });
   ctx.pool().ParallelForDynamic(num_items, [&](size_t i, size_t thread) {

@@ -5,13 +5,13 @@
 // transposes of bf16 pairs or of 4 e4m3 codes), V widened into v [16 keys][head_dim] f32, scores
 // for up to 8 rows by broadcast FMAs (lane = key; 4 rows x both chunks per pass), the online
 // softmax on each row's two 8-lane score vectors, P.V for 2 rows x 32 output columns (8 ymm
-// accumulators) at a time. bench_attention with MOESERVE_ISA=avx2 (Ice Lake), one core, best of
-// 7, against 8-key steps: prefill 512 72.7-80.8 -> 58.9-61.5 ms (one round 78.2), decode 8 x
-// 4096 37.8-44.3 -> 33.2-34.5 (one round 41.5).
-// Why: the generic tile (attention_tile.h over Dot / Axpy) spends a horizontal sum per (row, key),
-// a scalar exp per score and a load and store of the row's accumulator per key: decode attention
-// read ~2.5 GB/s per core from L2 (bench_attention --hot). head_dim > 256 (beyond the chunk
-// scratch) takes the generic tile.
+// accumulators) at a time (decode over a bf16 cache: V rows widened in registers, up to 6 rows
+// x 16 columns at a time, AccumulatePvBf16N). bench_attention with MOESERVE_ISA=avx2 (Ice Lake),
+// one core, best of 7, against 8-key steps: prefill 512 72.7-80.8 -> 58.9-61.5 ms (one round 78.2),
+// decode 8 x 4096 37.8-44.3 -> 33.2-34.5 (one round 41.5). Why: the generic tile (attention_tile.h
+// over Dot / Axpy) spends a horizontal sum per (row, key), a scalar exp per score and a load and
+// store of the row's accumulator per key: decode attention read ~2.5 GB/s per core from L2
+// (bench_attention --hot). head_dim > 256 (beyond the chunk scratch) takes the generic tile.
 #include <immintrin.h>
 
 #include <cmath>

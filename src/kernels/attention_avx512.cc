@@ -312,8 +312,9 @@ inline void PvBf16Pass(float* const* acc, size_t j, const float* corr, const flo
     for (int i = 0; i < 2 * kBlocks; ++i) _mm512_storeu_ps(acc[r] + j + 16 * i, o[r][i]);
 }
 
-// All dims (d % 32 == 0) of kRows ≤ 6 rows, 64 dims per pass up to 4 rows (16 accumulators),
-// else 32 (6 rows x 4 accumulators spilled): each V row is loaded and widened once either way.
+// All dims (d % 32 == 0) of kRows ≤ 6 rows: 64 dims per pass up to 4 rows (16 accumulators),
+// else 32 (at 64, 6 rows' 24 accumulators had spilled); each V row is loaded and widened once
+// either way.
 template <int kRows>
 inline void AccumulatePvBf16(float* const* acc, const float* corr, const float* p, size_t ldp,
                              const bf16* const* v, size_t n_keys, size_t d) {

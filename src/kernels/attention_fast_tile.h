@@ -38,9 +38,9 @@
 //                                       stored
 // and after <cmath>, kernels/internal.h and kernels/attention_prefetch.h.
 //
-// An item of several kv heads (decode) takes each step for every head in turn. Per chunk of kKeys
-// consecutive positions (spanning cache blocks of any size), for all rows of
-// a kv head (row = query of the tile x q head of the kv head's group): K transposed once and
+// An item of several kv heads (decode) takes each step for every head in turn. Per chunk of
+// kKeys consecutive positions (spanning cache blocks of any size), for all rows of a kv head
+// (row = query of the tile x q head of the kv head's group): K transposed once and
 // V widened once, shared by every row; scores by broadcast FMAs (no horizontal sums); the online
 // softmax per row on its score vector; P·V into the rows' f32 accumulators. The keys are walked in
 // steps of kScoreChunks chunks: one score pass loads each broadcast of q for that many score
