@@ -91,6 +91,7 @@ constexpr size_t kPvRows = 2;        // rows per P.V pass (2 x 4 ymm accumulator
 // A bf16 tile of at most this many rows reads V rows straight (AccumulatePvBf16N): decode's.
 constexpr size_t kDirectPvRows = 8;
 constexpr size_t kPairBlock = 16;      // dims of one pair-split block (AccumulatePvBf16N)
+constexpr size_t kFp8Block = 8;        // (no direct FP8 P.V: kPvFp8 below)
 constexpr size_t kPrefetchChunks = 4;  // the AVX-512 tile's 32 keys ahead
 
 // Chunk scratch of a score pass, per thread: 32 KB.
@@ -387,6 +388,14 @@ void AccumulatePvBf16N(size_t n, float* const* acc, const float* corr, const flo
       return AccumulatePvBf16<6>(acc, corr, p, ldp, v, n_keys, d);
   }
 }
+
+// An FP8 cache's V rows stay widened into the chunk scratch here: decoding them in P.V instead
+// (as the AVX-512 tile's AccumulatePvFp8N) measured slower on Ice Lake's AVX2 path, the decode's
+// shuffles and conversions competing with the FMAs (in-process A/B, one core, decode 1 x 256
+// from L2: 0.162 -> 0.193 ms; 8 x 4096 from DRAM within noise).
+constexpr bool kDirectFp8 = false;
+constexpr void (*kPvFp8)(size_t, float* const*, const float*, const float*, size_t,
+                         const uint8_t* const*, const float*, size_t, size_t) = nullptr;
 
 // out = acc · inv for an acc row in the pair-split layout (d % 16 == 0).
 void StoreRowScaledPairSplit(const float* acc, float inv, float* out, size_t d) {

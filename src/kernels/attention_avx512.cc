@@ -95,6 +95,7 @@ constexpr size_t kPvRows = 4;        // rows per P.V pass (4 x 4 zmm accumulator
 // A bf16 tile of at most this many rows reads V rows straight (AccumulatePvBf16N): decode's.
 constexpr size_t kDirectPvRows = 8;
 constexpr size_t kPairBlock = 32;  // dims of one pair-split block (AccumulatePvBf16N)
+constexpr size_t kFp8Block = 16;   // dims AccumulatePvFp8N decodes at a time
 // Software prefetch distance in chunks (decode, 8 x 4096 tokens bf16, Zen 4: 1 chunk -> ~20%
 // less time than none; 2 chunks into L2 -> ~20% less again; 4 no better).
 constexpr size_t kPrefetchChunks = 2;
@@ -344,6 +345,73 @@ void AccumulatePvBf16N(size_t n, float* const* acc, const float* corr, const flo
       return AccumulatePvBf16<6>(acc, corr, p, ldp, v, n_keys, d);
   }
 }
+
+// P.V straight from FP8 V rows (decode), as AccumulatePvBf16N: 16 codes become 16 f32 values
+// in registers, exactly as WidenFp8 writes them into the chunk scratch (value · 2^-8 through
+// fp16 bits, then one rounding of · scale · 256, or · 256 and · scale where scale · 256 is not
+// finite), each key's row decoded once for all rows (up to 6 rows per pass), so the sums are the
+// scratch path's bit for bit. acc rows in the plain layout; over dims [j, j + 16 · kVecs).
+template <int kRows, int kVecs>
+inline void PvFp8Pass(float* const* acc, size_t j, const float* corr, const float* p, size_t ldp,
+                      const uint8_t* const* v, const float* scales, size_t n_keys) {
+  __m512 o[kRows][kVecs];
+  for (int r = 0; r < kRows; ++r) {
+    const __m512 c = _mm512_set1_ps(corr[r]);
+    for (int i = 0; i < kVecs; ++i)
+      o[r][i] = _mm512_mul_ps(_mm512_loadu_ps(acc[r] + j + 16 * i), c);
+  }
+  for (size_t k = 0; k < n_keys; ++k) {
+    const float scale = scales[k], scale256 = scale * 256.0f;
+    const bool fused = std::isfinite(scale256);
+    const __m512 f1 = _mm512_set1_ps(fused ? scale256 : 256.0f);
+    __m512 w[kVecs];
+    for (int i = 0; i < kVecs; ++i) {
+      w[i] = _mm512_mul_ps(_mm512_cvtph_ps(E4m3HalfBits16At(v[k] + j + 16 * i)), f1);
+      if (!fused) w[i] = _mm512_mul_ps(w[i], _mm512_set1_ps(scale));
+    }
+    for (int r = 0; r < kRows; ++r) {
+      const __m512 pr = _mm512_set1_ps(p[r * ldp + k]);
+      for (int i = 0; i < kVecs; ++i) o[r][i] = _mm512_fmadd_ps(pr, w[i], o[r][i]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r)
+    for (int i = 0; i < kVecs; ++i) _mm512_storeu_ps(acc[r] + j + 16 * i, o[r][i]);
+}
+
+// All dims (d % 16 == 0) of kRows ≤ 6 rows: 64 dims per pass up to 4 rows, else 32.
+template <int kRows>
+inline void AccumulatePvFp8(float* const* acc, const float* corr, const float* p, size_t ldp,
+                            const uint8_t* const* v, const float* scales, size_t n_keys, size_t d) {
+  constexpr int kVecs = kRows <= 4 ? 4 : 2;
+  size_t j = 0;
+  for (; j + 16 * kVecs <= d; j += 16 * kVecs)
+    PvFp8Pass<kRows, kVecs>(acc, j, corr, p, ldp, v, scales, n_keys);
+  for (; j < d; j += 16) PvFp8Pass<kRows, 1>(acc, j, corr, p, ldp, v, scales, n_keys);
+}
+
+void AccumulatePvFp8N(size_t n, float* const* acc, const float* corr, const float* p, size_t ldp,
+                      const uint8_t* const* v, const float* scales, size_t n_keys, size_t d) {
+  for (; n > 6; n -= 6, acc += 6, corr += 6, p += 6 * ldp)
+    AccumulatePvFp8<6>(acc, corr, p, ldp, v, scales, n_keys, d);
+  switch (n) {
+    case 1:
+      return AccumulatePvFp8<1>(acc, corr, p, ldp, v, scales, n_keys, d);
+    case 2:
+      return AccumulatePvFp8<2>(acc, corr, p, ldp, v, scales, n_keys, d);
+    case 3:
+      return AccumulatePvFp8<3>(acc, corr, p, ldp, v, scales, n_keys, d);
+    case 4:
+      return AccumulatePvFp8<4>(acc, corr, p, ldp, v, scales, n_keys, d);
+    case 5:
+      return AccumulatePvFp8<5>(acc, corr, p, ldp, v, scales, n_keys, d);
+    case 6:
+      return AccumulatePvFp8<6>(acc, corr, p, ldp, v, scales, n_keys, d);
+  }
+}
+
+// FastTile's direct P.V over an FP8 cache.
+constexpr bool kDirectFp8 = true;
+constexpr auto kPvFp8 = AccumulatePvFp8N;
 
 // out = acc · inv for an acc row in the pair-split layout (d % 32 == 0): each block's even and
 // odd halves interleaved back by two two-source permutes.

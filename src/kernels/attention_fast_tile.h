@@ -36,6 +36,13 @@
 //                                       dims into their even and odd halves, so its acc rows hold
 //                                       each block's even dims, then its odd ones, restored when
 //                                       stored
+//   constexpr bool kDirectFp8; constexpr size_t kFp8Block; constexpr kPvFp8 = a function
+//       (size_t n, float* const* acc, const float* corr, const float* p, size_t ldp,
+//        const uint8_t* const* v_rows, const float* v_scales, size_t n_keys, size_t d) if
+//       kDirectFp8 (else null):
+//                                       the same for an FP8 cache (d % kFp8Block == 0), V rows
+//                                       decoded in registers as WidenFp8 writes them, acc rows
+//                                       in the plain layout
 // and after <cmath>, kernels/internal.h and kernels/attention_prefetch.h.
 //
 // An item of several kv heads (decode) takes each step for every head in turn. Per chunk of
@@ -94,8 +101,10 @@ void FastTile(const AttentionTileArgs& a) {
   // Keys [a.key0, kv_end) matter to this tile.
   const size_t kv_end = a.first_pos + a.q1 < a.key1 ? a.first_pos + a.q1 : a.key1;
   const size_t ldv = (d + kKeys - 1) / kKeys * kKeys;
-  // Few rows of a bf16 cache (decode): P.V reads V rows straight, acc rows pair-split.
-  const bool direct_v = !a.k_blocks8 && rows <= kDirectPvRows && d % kPairBlock == 0;
+  // Few rows (decode): P.V reads V rows straight (a bf16 cache's acc rows pair-split).
+  const bool fp8 = a.k_blocks8 != nullptr;
+  const bool direct_v =
+      rows <= kDirectPvRows && (fp8 ? kDirectFp8 && d % kFp8Block == 0 : d % kPairBlock == 0);
   for (size_t r = 0; r < a.kv_heads * rows; ++r) {
     a.max[r] = -INFINITY;
     a.sum[r] = 0.0f;
@@ -105,7 +114,9 @@ void FastTile(const AttentionTileArgs& a) {
   float* const v = ChunkV();
   const bf16* k_rows[kKeys];
   const uint8_t* k_rows8[kKeys];
-  const bf16* v_rows[kScoreChunks * kKeys];
+  const bf16* v_rows[kScoreChunks * kKeys];      // direct P.V: the step's V rows
+  const uint8_t* v_rows8[kScoreChunks * kKeys];  // (an FP8 cache's, with their scales)
+  alignas(64) float v_scales[kScoreChunks * kKeys];
   alignas(64) float k_scales[kKeys];
   alignas(64) float s[kScoreChunks * kQkRows * kKeys];
   alignas(64) float p[kQkRows * kScoreChunks * kKeys];
@@ -140,8 +151,13 @@ void FastTile(const AttentionTileArgs& a) {
             const uint8_t* vb = a.v_blocks8[blk];
             k_rows8[k] = kb + at * d;
             k_scales[k] = reinterpret_cast<const float*>(kb + a.scale_offset)[at];
-            WidenFp8(vb + at * d, reinterpret_cast<const float*>(vb + a.scale_offset)[at],
-                     vc + k * ldv, d);
+            const float v_scale = reinterpret_cast<const float*>(vb + a.scale_offset)[at];
+            if (direct_v) {
+              v_rows8[c * kKeys + k] = vb + at * d;
+              v_scales[c * kKeys + k] = v_scale;
+              continue;
+            }
+            WidenFp8(vb + at * d, v_scale, vc + k * ldv, d);
           } else if (direct_v) {
             k_rows[k] = a.k_blocks[blk] + at * d;
             v_rows[c * kKeys + k] = a.v_blocks[blk] + at * d;
@@ -160,9 +176,12 @@ void FastTile(const AttentionTileArgs& a) {
         // The chunk's V rows into L1 now, behind its K rows: P.V reads them after the scores and
         // the softmax (from DRAM, V rows read only there stalled P.V: decode ~20% slower).
         if (direct_v)
-          for (size_t k = 0; k < nk; ++k)
-            for (size_t off = 0; off < 2 * d; off += 64)
-              _mm_prefetch(reinterpret_cast<const char*>(v_rows[c * kKeys + k]) + off, _MM_HINT_T0);
+          for (size_t k = 0; k < nk; ++k) {
+            const char* row = fp8 ? reinterpret_cast<const char*>(v_rows8[c * kKeys + k])
+                                  : reinterpret_cast<const char*>(v_rows[c * kKeys + k]);
+            for (size_t off = 0; off < (fp8 ? d : 2 * d); off += 64)
+              _mm_prefetch(row + off, _MM_HINT_T0);
+          }
       }
 
       for (size_t r0 = r_first; r0 < rows; r0 += kQkRows) {
@@ -182,6 +201,11 @@ void FastTile(const AttentionTileArgs& a) {
                                p + r * kStep);
         }
         // Later rows see at least as many keys; rows past their own causal end carry p = 0.
+        if constexpr (kDirectFp8)
+          if (direct_v && fp8) {
+            kPvFp8(nr, acc_rows, corr, p, kStep, v_rows8, v_scales, n_valid[nr - 1], d);
+            continue;
+          }
         if (direct_v) {
           AccumulatePvBf16N(nr, acc_rows, corr, p, kStep, v_rows, n_valid[nr - 1], d);
           continue;
@@ -199,7 +223,7 @@ void FastTile(const AttentionTileArgs& a) {
       const size_t i = a.q0 + r / group, h = (a.kv_head + hh) * group + r % group;
       const size_t at = hh * rows + r;
       float* const out = a.out + i * a.ldo + h * d;
-      if (direct_v)
+      if (direct_v && !fp8)
         StoreRowScaledPairSplit(a.acc + at * d, 1.0f / a.sum[at], out, d);
       else
         StoreRowScaled(a.acc + at * d, 1.0f / a.sum[at], out, d);
