@@ -84,7 +84,8 @@ void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
 #include "kernels/attention_tile.h"
 
 constexpr size_t kKeys = 8;          // keys per chunk: one score vector
-constexpr size_t kScoreChunks = 2;   // chunks per score pass (attention_fast_tile.h)
+constexpr size_t kScoreChunks = 2;   // chunks per step (attention_fast_tile.h)
+constexpr size_t kDecodeChunks = 2;  // (2 rows x 4 chunks: the same loads per FMA as 4 x 2)
 constexpr size_t kMaxHeadDim = 256;  // bound of the chunk scratch below; larger: generic tile
 constexpr size_t kQkRows = 8;        // rows per score pass
 constexpr size_t kPvRows = 2;        // rows per P.V pass (2 x 4 ymm accumulators)
@@ -426,8 +427,8 @@ void StoreRowScaled(const float* acc, float inv, float* out, size_t d) {
 
 void AttentionTile(const AttentionTileArgs& args) {
   if (args.head_dim > kMaxHeadDim) return EachKvHead(args, AttentionTileImpl);
-  if (args.head_dim == 128) return FastTile<128>(args);  // MiniMax-M2's and Qwen3-MoE's
-  FastTile<0>(args);
+  if (args.head_dim == 128) return FastTile<128, kScoreChunks>(args);  // MiniMax-M2's, Qwen3's
+  FastTile<0, kScoreChunks>(args);
 }
 
 }  // namespace moeserve::kernels::avx2

@@ -1,21 +1,21 @@
 // Attention tile with AVX-512 F (built with the AVX-512 flags, no BF16 instruction: the avx512,
 // avx512bf16 and amx tables run it).
 //
-// The fast tile (FastTile below) visits keys 32 at a time, a step of two 16-key "chunks" of
-// consecutive positions that may span cache blocks of any size, for all rows of the work item at
-// once (row = query of the tile x q head of the kv head's group):
+// The fast tile (FastTile below) visits keys 64 at a time in prefill, 32 in decode: a step of
+// four or two 16-key "chunks" of consecutive positions that may span cache blocks of any size,
+// for all rows of the work item at once (row = query of the tile x q head of the kv head's group):
 //   1. K of each chunk is transposed once into kt [head_dim][16 keys] f32 (bf16 pairs or 4 e4m3
 //      codes per dword: one 16x16 dword transpose covers 32 bf16 or 64 fp8 dims), and V widened
-//      into v [32 keys][head_dim] f32. Both are shared by every row of the item.
-//   2. Scores: for up to 8 rows at a time, score vectors (lane = key, one per chunk) += q[r][j]
-//      (broadcast) x kt[j], over j < head_dim: pure FMAs, no horizontal sums.
-//   3. Online softmax per row on its two score vectors: masked (causal end, partial step), one
+//      into v [step keys][head_dim] f32. Both are shared by every row of the item.
+//   2. Scores: for up to 8 rows (4 rows x 4 chunks) at a time, score vectors (lane = key, one per
+//      chunk) += q[r][j] (broadcast) x kt[j], over j < head_dim: pure FMAs, no horizontal sums.
+//   3. Online softmax per row on its step's score vectors: masked (causal end, partial step), one
 //      horizontal max, vector exp (simd_math_avx512.h, ~2e-7 relative), one horizontal sum.
 //   4. P.V for up to 4 rows at a time, 64 output columns (4 zmm per row) in registers across the
 //      step's keys; the row's accumulator is rescaled as it is loaded. Decode (at most 8 rows
 //      per kv head, bf16 cache) reads V rows straight instead of widening them in step 1
 //      (AccumulatePvBf16N).
-// K/V rows two chunks ahead are prefetched into L2 (scattered blocks defeat the hardware
+// K/V rows a step ahead are prefetched into L2 (scattered blocks defeat the hardware
 // prefetcher). head_dim > 256 (beyond the thread_local chunk scratch) takes the generic tile.
 // Numerics as the generic tile and AttentionReference: q, scores, softmax and sums in f32, K and
 // V dequantized exactly (bf16 -> f32, e4m3 x scale with one f32 rounding); only summation order
@@ -87,8 +87,13 @@ void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
 
 #include "kernels/attention_tile.h"
 
-constexpr size_t kKeys = 16;         // keys per chunk: one score vector
-constexpr size_t kScoreChunks = 2;   // chunks per score pass (attention_fast_tile.h)
+constexpr size_t kKeys = 16;  // keys per chunk: one score vector
+// Chunks per step (attention_fast_tile.h): prefill 4 (a score pass of 4 rows x 4 chunks issues
+// 8 loads per 16 FMAs, 8 rows x 2 chunks 10: 85% against 73% of the FMA peak alone, one core;
+// prefill 512 in-process 8-12% faster), decode 2 (decode 8 x 4096 from DRAM was 10-20% slower
+// in steps of 4 chunks, from L2 the same).
+constexpr size_t kScoreChunks = 4;
+constexpr size_t kDecodeChunks = 2;
 constexpr size_t kMaxHeadDim = 256;  // bound of the chunk scratch below; larger: generic tile
 constexpr size_t kQkRows = 8;        // rows per score pass (8 FMA chains, kt loaded once)
 constexpr size_t kPvRows = 4;        // rows per P.V pass (4 x 4 zmm accumulators)
@@ -101,7 +106,7 @@ constexpr size_t kFp8Block = 16;   // dims AccumulatePvFp8N decodes at a time
 constexpr size_t kPrefetchChunks = 2;
 
 // Chunk scratch of a score pass, per thread (the tile's own scratch is sized per cache block,
-// which may be smaller than a pass). 64 KB per thread.
+// which may be smaller than a pass). 128 KB per thread.
 // K^T: [kScoreChunks][head_dim][16 keys]; V: [kScoreChunks · 16 keys][head_dim rounded to 16].
 alignas(64) thread_local float t_kt[kScoreChunks * kMaxHeadDim * kKeys];
 alignas(64) thread_local float t_v[kScoreChunks * kKeys * kMaxHeadDim];
@@ -191,38 +196,44 @@ void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, siz
 
 // out[c][r] (lane p) = Σ_j q[r][j] · kt[c][j][p] for kRows rows and kChunks chunks (kt + c · d ·
 // kKeys, out + c · kQkRows · kKeys). With few rows the FMAs are split over independent chains
-// (FMA latency 4 cycles, one zmm FMA per cycle), as many per row whatever kChunks, so that a row's
-// sums do not depend on it. Each broadcast of q feeds kChunks FMAs: with 8 rows and one chunk the
-// pass issued 9 loads per 8 FMAs and was bound by them.
+// (FMA latency 4 cycles, one zmm FMA per cycle). Each broadcast of q feeds kChunks FMAs: with 8
+// rows and one chunk the pass issued 9 loads per 8 FMAs and was bound by them; 3-4 chunks take
+// the rows 4 at a time (16 accumulators: 8 loads per 16 FMAs).
 template <int kRows, int kChunks>
 inline void Scores(const float* const* q, const float* kt, size_t d, float* out) {
-  constexpr int kChains = kRows >= 4 ? 1 : (kRows == 1 ? 4 : 2);
-  __m512 acc[kChunks][kRows][kChains];
-  for (int u = 0; u < kChunks; ++u)
-    for (int r = 0; r < kRows; ++r)
-      for (int c = 0; c < kChains; ++c) acc[u][r][c] = _mm512_setzero_ps();
-  const size_t full = d / kChains * kChains;
-  for (size_t j = 0; j < full; j += kChains)
-    for (int c = 0; c < kChains; ++c) {
-      __m512 k[kChunks];
-      for (int u = 0; u < kChunks; ++u) k[u] = _mm512_load_ps(kt + u * d * kKeys + (j + c) * kKeys);
-      for (int r = 0; r < kRows; ++r) {
-        const __m512 qv = _mm512_set1_ps(q[r][j + c]);
-        for (int u = 0; u < kChunks; ++u) acc[u][r][c] = _mm512_fmadd_ps(qv, k[u], acc[u][r][c]);
-      }
-    }
-  for (size_t j = full; j < d; ++j)
-    for (int u = 0; u < kChunks; ++u) {
-      const __m512 k = _mm512_load_ps(kt + u * d * kKeys + j * kKeys);
+  if constexpr (kChunks > 2 && kRows > 4) {  // 4 rows at a time: 16 accumulators
+    Scores<4, kChunks>(q, kt, d, out);
+    return Scores<kRows - 4, kChunks>(q + 4, kt, d, out + 4 * kKeys);
+  } else {
+    constexpr int kChains = kRows >= 4 ? 1 : (kRows == 1 ? 4 : 2);
+    __m512 acc[kChunks][kRows][kChains];
+    for (int u = 0; u < kChunks; ++u)
       for (int r = 0; r < kRows; ++r)
-        acc[u][r][0] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][j]), k, acc[u][r][0]);
-    }
-  for (int u = 0; u < kChunks; ++u)
-    for (int r = 0; r < kRows; ++r) {
-      __m512 t = acc[u][r][0];
-      for (int c = 1; c < kChains; ++c) t = _mm512_add_ps(t, acc[u][r][c]);
-      _mm512_store_ps(out + (u * kQkRows + r) * kKeys, t);
-    }
+        for (int c = 0; c < kChains; ++c) acc[u][r][c] = _mm512_setzero_ps();
+    const size_t full = d / kChains * kChains;
+    for (size_t j = 0; j < full; j += kChains)
+      for (int c = 0; c < kChains; ++c) {
+        __m512 k[kChunks];
+        for (int u = 0; u < kChunks; ++u)
+          k[u] = _mm512_load_ps(kt + u * d * kKeys + (j + c) * kKeys);
+        for (int r = 0; r < kRows; ++r) {
+          const __m512 qv = _mm512_set1_ps(q[r][j + c]);
+          for (int u = 0; u < kChunks; ++u) acc[u][r][c] = _mm512_fmadd_ps(qv, k[u], acc[u][r][c]);
+        }
+      }
+    for (size_t j = full; j < d; ++j)
+      for (int u = 0; u < kChunks; ++u) {
+        const __m512 k = _mm512_load_ps(kt + u * d * kKeys + j * kKeys);
+        for (int r = 0; r < kRows; ++r)
+          acc[u][r][0] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][j]), k, acc[u][r][0]);
+      }
+    for (int u = 0; u < kChunks; ++u)
+      for (int r = 0; r < kRows; ++r) {
+        __m512 t = acc[u][r][0];
+        for (int c = 1; c < kChains; ++c) t = _mm512_add_ps(t, acc[u][r][c]);
+        _mm512_store_ps(out + (u * kQkRows + r) * kKeys, t);
+      }
+  }
 }
 
 // acc[r][0, d) = acc[r] · corr[r] + Σ_{k < n_keys} p[r][k] · v[k] for kRows rows; p rows are
@@ -488,8 +499,10 @@ float* ChunkV() {
 
 void AttentionTile(const AttentionTileArgs& args) {
   if (args.head_dim > kMaxHeadDim) return EachKvHead(args, AttentionTileImpl);
-  if (args.head_dim == 128) return FastTile<128>(args);  // MiniMax-M2's and Qwen3-MoE's
-  FastTile<0>(args);
+  const bool decode = (args.q1 - args.q0) * args.group <= kDirectPvRows;
+  if (args.head_dim == 128)  // MiniMax-M2's and Qwen3-MoE's
+    return decode ? FastTile<128, kDecodeChunks>(args) : FastTile<128, kScoreChunks>(args);
+  decode ? FastTile<0, kDecodeChunks>(args) : FastTile<0, kScoreChunks>(args);
 }
 
 }  // namespace moeserve::kernels::avx512

@@ -2,7 +2,8 @@
 // AVX-512 TU (attention_avx512.cc, 16 keys per chunk) and the AVX2 one (attention_avx2.cc, 8)
 // include it INSIDE their anonymous namespace, after defining, for their width:
 //   constexpr size_t kKeys;             keys per chunk: one score vector
-//   constexpr size_t kScoreChunks;      chunks whose scores one pass computes (1 or 2)
+//   constexpr size_t kScoreChunks;      chunks per step, whose scores one pass computes (1 .. 4)
+//   constexpr size_t kDecodeChunks;     the same for tiles of at most kDirectPvRows rows
 //   constexpr size_t kQkRows, kPvRows;  rows per score pass / per P·V pass
 //   constexpr size_t kPrefetchChunks;   K/V rows this many chunks ahead into L2
 //   float* ChunkKt(); float* ChunkV();  the thread's chunk scratch for kScoreChunks chunks: K^T
@@ -62,7 +63,8 @@
 namespace {
 
 static_assert(kQkRows == 8, "ScoresN dispatches Scores<1> .. Scores<8>");
-static_assert(kScoreChunks == 1 || kScoreChunks == 2, "ScoresN dispatches 1 or 2 chunks");
+static_assert(kScoreChunks >= 1 && kScoreChunks <= 4, "ScoresN dispatches 1 .. 4 chunks");
+static_assert(kDecodeChunks >= 1 && kDecodeChunks <= kScoreChunks, "decode steps: 1 .. max chunks");
 
 template <int kChunks>
 inline void ScoresRows(size_t n, const float* const* q, const float* kt, size_t d, float* out) {
@@ -89,12 +91,18 @@ inline void ScoresRows(size_t n, const float* const* q, const float* kt, size_t 
 // Scores of n rows over `chunks` (1 .. kScoreChunks) chunks.
 inline void ScoresN(size_t n, size_t chunks, const float* const* q, const float* kt, size_t d,
                     float* out) {
+  if constexpr (kScoreChunks > 3)
+    if (chunks > 3) return ScoresRows<4>(n, q, kt, d, out);
+  if constexpr (kScoreChunks > 2)
+    if (chunks > 2) return ScoresRows<3>(n, q, kt, d, out);
   if constexpr (kScoreChunks > 1)
     if (chunks > 1) return ScoresRows<2>(n, q, kt, d, out);
   ScoresRows<1>(n, q, kt, d, out);
 }
 
-template <size_t kD>
+// kChunks: chunks per step (kDecodeChunks for tiles of at most kDirectPvRows rows per kv head,
+// else kScoreChunks; see AttentionTile).
+template <size_t kD, size_t kChunks>
 void FastTile(const AttentionTileArgs& a) {
   const size_t d = kD ? kD : a.head_dim, bs = a.block_size, group = a.group;
   const size_t rows = (a.q1 - a.q0) * group;  // per kv head
@@ -114,23 +122,25 @@ void FastTile(const AttentionTileArgs& a) {
   float* const v = ChunkV();
   const bf16* k_rows[kKeys];
   const uint8_t* k_rows8[kKeys];
-  const bf16* v_rows[kScoreChunks * kKeys];      // direct P.V: the step's V rows
-  const uint8_t* v_rows8[kScoreChunks * kKeys];  // (an FP8 cache's, with their scales)
-  alignas(64) float v_scales[kScoreChunks * kKeys];
+  const bf16* v_rows[kChunks * kKeys];      // direct P.V: the step's V rows
+  const uint8_t* v_rows8[kChunks * kKeys];  // (an FP8 cache's, with their scales)
+  alignas(64) float v_scales[kChunks * kKeys];
   alignas(64) float k_scales[kKeys];
-  alignas(64) float s[kScoreChunks * kQkRows * kKeys];
-  alignas(64) float p[kQkRows * kScoreChunks * kKeys];
+  alignas(64) float s[kChunks * kQkRows * kKeys];
+  alignas(64) float p[kQkRows * kChunks * kKeys];
   float corr[kQkRows];
   const float* q_rows[kQkRows];
   float* acc_rows[kQkRows];
-  constexpr size_t kStep = kScoreChunks * kKeys;  // keys per step: one score pass, one softmax
+  constexpr size_t kStep = kChunks * kKeys;  // keys per step: one score pass, one softmax
+  // K/V rows requested a step ahead, at least kPrefetchChunks chunks.
+  constexpr size_t kAhead = kStep > kPrefetchChunks * kKeys ? kStep : kPrefetchChunks * kKeys;
   for (size_t c0 = a.key0; c0 < kv_end; c0 += kStep) {
     const size_t step_keys = MinSize(kStep, kv_end - c0);
     const size_t chunks = (step_keys + kKeys - 1) / kKeys;
     // Rows are ordered by query, so the rows that see any key of this step are a suffix.
     const size_t i_first = c0 > a.first_pos + a.q0 ? c0 - a.first_pos : a.q0;
     const size_t r_first = (i_first - a.q0) * group;
-    const size_t pf0 = c0 + kPrefetchChunks * kKeys;
+    const size_t pf0 = c0 + kAhead;
     // The item's kv heads take the step in turn (decode: all of a sequence's, so that the step
     // reads whole cache rows; see attention.cc).
     for (size_t hh = 0; hh < a.kv_heads; ++hh) {
