@@ -11,7 +11,7 @@
 // decode 8 x 4096 37.8-44.3 -> 33.2-34.5 (one round 41.5). Why: the generic tile (attention_tile.h
 // over Dot / Axpy) spends a horizontal sum per (row, key), a scalar exp per score and a load and
 // store of the row's accumulator per key: decode attention read ~2.5 GB/s per core from L2
-// (bench_attention --hot). head_dim > 256 (beyond the chunk scratch) takes the generic tile.
+// (bench_attention --hot). The chunk scratch comes from the worker's tile scratch (any head_dim).
 #include <immintrin.h>
 
 #include <cmath>
@@ -19,6 +19,7 @@
 #include "kernels/attention_prefetch.h"
 #include "kernels/e4m3_half_bits.h"
 #include "kernels/internal.h"
+#include "kernels/scratch.h"
 #include "kernels/simd_math_avx2.h"
 
 namespace moeserve::kernels::avx2 {
@@ -86,7 +87,6 @@ void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
 constexpr size_t kKeys = 8;          // keys per chunk: one score vector
 constexpr size_t kScoreChunks = 2;   // chunks per step (attention_fast_tile.h)
 constexpr size_t kDecodeChunks = 2;  // (2 rows x 4 chunks: the same loads per FMA as 4 x 2)
-constexpr size_t kMaxHeadDim = 256;  // bound of the chunk scratch below; larger: generic tile
 constexpr size_t kQkRows = 8;        // rows per score pass
 constexpr size_t kPvRows = 2;        // rows per P.V pass (2 x 4 ymm accumulators)
 // A bf16 tile of at most this many rows reads V rows straight (AccumulatePvBf16N): decode's.
@@ -94,18 +94,6 @@ constexpr size_t kDirectPvRows = 8;
 constexpr size_t kPairBlock = 16;      // dims of one pair-split block (AccumulatePvBf16N)
 constexpr size_t kFp8Block = 8;        // (no direct FP8 P.V: kPvFp8 below)
 constexpr size_t kPrefetchChunks = 4;  // the AVX-512 tile's 32 keys ahead
-
-// Chunk scratch of a score pass, per thread: 32 KB.
-// K^T: [kScoreChunks][head_dim][8 keys]; V: [kScoreChunks · 8 keys][head_dim rounded to 8].
-alignas(64) thread_local float t_kt[kScoreChunks * kMaxHeadDim * kKeys];
-alignas(64) thread_local float t_v[kScoreChunks * kKeys * kMaxHeadDim];
-
-float* ChunkKt() {
-  return t_kt;
-}
-float* ChunkV() {
-  return t_v;
-}
 
 // The 8 x 8 dword transpose of r (row p, lane i) into r (row i, lane p).
 inline void Transpose8x8(__m256i r[8]) {
@@ -426,7 +414,7 @@ void StoreRowScaled(const float* acc, float inv, float* out, size_t d) {
 }  // namespace
 
 void AttentionTile(const AttentionTileArgs& args) {
-  if (args.head_dim > kMaxHeadDim) return EachKvHead(args, AttentionTileImpl);
+  if (!args.tile_scratch) return EachKvHead(args, AttentionTileImpl);  // (no chunk scratch)
   if (args.head_dim == 128) return FastTile<128, kScoreChunks>(args);  // MiniMax-M2's, Qwen3's
   FastTile<0, kScoreChunks>(args);
 }

@@ -16,7 +16,7 @@
 //      per kv head, bf16 cache) reads V rows straight instead of widening them in step 1
 //      (AccumulatePvBf16N).
 // K/V rows a step ahead are prefetched into L2 (scattered blocks defeat the hardware
-// prefetcher). head_dim > 256 (beyond the thread_local chunk scratch) takes the generic tile.
+// prefetcher). The chunk scratch comes from the worker's tile scratch (any head_dim).
 // Numerics as the generic tile and AttentionReference: q, scores, softmax and sums in f32, K and
 // V dequantized exactly (bf16 -> f32, e4m3 x scale with one f32 rounding); only summation order
 // (and the exp) differ.
@@ -26,6 +26,7 @@
 
 #include "kernels/attention_avx512_shared.h"
 #include "kernels/internal.h"
+#include "kernels/scratch.h"
 #include "kernels/simd_math_avx512.h"
 #include "kernels/transpose_avx512.h"
 
@@ -94,9 +95,8 @@ constexpr size_t kKeys = 16;  // keys per chunk: one score vector
 // in steps of 4 chunks, from L2 the same).
 constexpr size_t kScoreChunks = 4;
 constexpr size_t kDecodeChunks = 2;
-constexpr size_t kMaxHeadDim = 256;  // bound of the chunk scratch below; larger: generic tile
-constexpr size_t kQkRows = 8;        // rows per score pass (8 FMA chains, kt loaded once)
-constexpr size_t kPvRows = 4;        // rows per P.V pass (4 x 4 zmm accumulators)
+constexpr size_t kQkRows = 8;  // rows per score pass (8 FMA chains, kt loaded once)
+constexpr size_t kPvRows = 4;  // rows per P.V pass (4 x 4 zmm accumulators)
 // A bf16 tile of at most this many rows reads V rows straight (AccumulatePvBf16N): decode's.
 constexpr size_t kDirectPvRows = 8;
 constexpr size_t kPairBlock = 32;  // dims of one pair-split block (AccumulatePvBf16N)
@@ -104,12 +104,6 @@ constexpr size_t kFp8Block = 16;   // dims AccumulatePvFp8N decodes at a time
 // Software prefetch distance in chunks (decode, 8 x 4096 tokens bf16, Zen 4: 1 chunk -> ~20%
 // less time than none; 2 chunks into L2 -> ~20% less again; 4 no better).
 constexpr size_t kPrefetchChunks = 2;
-
-// Chunk scratch of a score pass, per thread (the tile's own scratch is sized per cache block,
-// which may be smaller than a pass). 128 KB per thread.
-// K^T: [kScoreChunks][head_dim][16 keys]; V: [kScoreChunks · 16 keys][head_dim rounded to 16].
-alignas(64) thread_local float t_kt[kScoreChunks * kMaxHeadDim * kKeys];
-alignas(64) thread_local float t_v[kScoreChunks * kKeys * kMaxHeadDim];
 
 // kt[j][p] = K[p][j] for j < d, p < 16; keys p >= nk are zero.
 void TransposeKeysBf16(const bf16* const rows[kKeys], size_t nk, size_t d, float* kt) {
@@ -483,13 +477,6 @@ void StoreRowScaled(const float* acc, float inv, float* out, size_t d) {
   }
 }
 
-float* ChunkKt() {
-  return t_kt;
-}
-float* ChunkV() {
-  return t_v;
-}
-
 // kD: the head dim as a compile-time constant (0: a.head_dim at run time). With it the per-key
 // loops (V widening, prefetch, transpose, scores, P.V) are straight-line code instead of loops of
 // a few instructions each with their own counters and tail masks.
@@ -498,7 +485,7 @@ float* ChunkV() {
 }  // namespace
 
 void AttentionTile(const AttentionTileArgs& args) {
-  if (args.head_dim > kMaxHeadDim) return EachKvHead(args, AttentionTileImpl);
+  if (!args.tile_scratch) return EachKvHead(args, AttentionTileImpl);  // (no chunk scratch)
   const bool decode = (args.q1 - args.q0) * args.group <= kDirectPvRows;
   if (args.head_dim == 128)  // MiniMax-M2's and Qwen3-MoE's
     return decode ? FastTile<128, kDecodeChunks>(args) : FastTile<128, kScoreChunks>(args);

@@ -6,8 +6,6 @@
 //   constexpr size_t kDecodeChunks;     the same for tiles of at most kDirectPvRows rows
 //   constexpr size_t kQkRows, kPvRows;  rows per score pass / per P·V pass
 //   constexpr size_t kPrefetchChunks;   K/V rows this many chunks ahead into L2
-//   float* ChunkKt(); float* ChunkV();  the thread's chunk scratch for kScoreChunks chunks: K^T
-//                                       [kScoreChunks][d][kKeys], V [kScoreChunks · kKeys][ldv]
 //   void Widen(const bf16*, float*, size_t);  void WidenFp8(const uint8_t*, float, float*, size_t);
 //   void TransposeKeysBf16(const bf16* const rows[kKeys], size_t nk, size_t d, float* kt);
 //   void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, size_t nk,
@@ -118,8 +116,13 @@ void FastTile(const AttentionTileArgs& a) {
     a.sum[r] = 0.0f;
     for (size_t j = 0; j < d; ++j) a.acc[r * d + j] = 0.0f;
   }
-  float* const kt = ChunkKt();
-  float* const v = ChunkV();
+  // The chunk scratch, K^T [kChunks][d][kKeys] then V [kChunks · kKeys][ldv], from the worker's
+  // tile scratch (64-byte aligned; K^T's size is a multiple of 64 bytes). It had been
+  // thread_local: every thread of the process (the HTTP server's too) carried it.
+  const size_t kt_floats = kChunks * d * kKeys;
+  float* const kt =
+      static_cast<float*>(a.tile_scratch->Get((kt_floats + kChunks * kKeys * ldv) * sizeof(float)));
+  float* const v = kt + kt_floats;
   const bf16* k_rows[kKeys];
   const uint8_t* k_rows8[kKeys];
   const bf16* v_rows[kChunks * kKeys];      // direct P.V: the step's V rows

@@ -39,7 +39,8 @@ struct AttentionTileArgs {
   // Scratch: k, v [block_size, head_dim]; scores [rows, block_size]; acc [rows, head_dim];
   // max, sum [rows]; rows = (q1 − q0) · group · kv_heads, kv head by kv head.
   float *k, *v, *scores, *acc, *max, *sum;
-  // The calling thread's scratch for tiles that need more (amx::AttentionTile), or null.
+  // The calling thread's scratch for tiles that need more (the vector tiles' key chunks, the AMX
+  // tile's operands), or null (then the generic tile runs).
   ScratchBuffer* tile_scratch = nullptr;
   // A split-KV item (attention.cc) sees only keys [key0, key1) of the sequence (key1 is capped at
   // each row's causal end; key0 is a multiple of 64 and at most the position of query q0, so
