@@ -40,6 +40,16 @@ static inline __m256i E4m3HalfBits16At(const uint8_t* codes) {
   return _mm256_and_si256(_mm256_srai_epi16(w, 1), _mm256_set1_epi16(static_cast<short>(0xBFFF)));
 }
 
+// vcvtph2ps reading its 8 fp16 values from memory (`p`, 16 bytes). Why: the register form is two
+// uops on Intel, one of them on the shuffle port, and taking the upper half of a ymm costs an
+// extract there too; the memory form's second uop is a load. The compiler turns a store and a
+// reload into the register form, hence the asm.
+static inline __m256 CvtPhPsFromMemory(const void* p) {
+  __m256 r;
+  asm("vcvtph2ps %1, %0" : "=x"(r) : "m"(*static_cast<const __m128i*>(p)));
+  return r;
+}
+
 // 8 codes in memory -> 8 fp16 lanes, by the same byte shuffle.
 static inline __m128i E4m3HalfBits8At(const uint8_t* codes) {
   const __m128i c = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(codes));
