@@ -148,7 +148,7 @@ void Int8DotChains(size_t iterations, int32_t* sink);
 namespace avx512 {
 void AttentionTile(const AttentionTileArgs& args);
 // y[t, r] (= or +=) for t < m (< 8), r < w.rows of a kFp8Panel view, on f32 FMAs
-// (matmul_fp8_panels_avx512.cc); xr: m rows (ld apart) rounded to bf16. For m <= 3 equals
+// (matmul_fp8_panels_avx512.cc); xr: m rows (ld apart) rounded to bf16. For m <= 6 equals
 // avx2::MatMulFp8Panels on the same x bit for bit (its register tiles' arithmetic).
 void GemvFp8Panels(const float* xr, size_t ld, size_t m, const WeightMatrix& w, float* y,
                    size_t ldy, bool accumulate);

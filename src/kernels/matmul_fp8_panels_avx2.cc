@@ -1,7 +1,7 @@
 // AVX2 + FMA + F16C MatMul over FP8 weights repacked in 16-row panels (fp8_panels.h). A column's
-// 16 codes become 16 f32 weights in a broadcast load, a byte shuffle, a shift, a mask, an extract
-// and two vcvtph2ps (e4m3_half_bits.h).
-// Up to 3 tokens: codes decoded in the register tile, each 128-column block's partial sum scaled
+// 16 codes become 16 f32 weights in a broadcast load, a byte shuffle, a shift, a mask, a store
+// and two vcvtph2ps from it (e4m3_half_bits.h).
+// Up to 6 tokens: codes decoded in the register tile, each 128-column block's partial sum scaled
 // once. More tokens: a block of panels decoded once per call into f32 panels (scales applied per
 // weight) and swept by the f32 GEMM tile of matmul_avx2.cc, for every tile of tokens
 // (panel_schedule.h).
@@ -40,13 +40,25 @@ inline void Prefetch(const uint8_t* col) {
   _mm_prefetch(reinterpret_cast<const char*>(col) + 4096, _MM_HINT_T0);
 }
 
-// M ≤ 3 tokens × a panel's 16 rows over all columns. Per scale block: Σ x · (e4m3 · 2^-8) in
-// registers, then acc += (sum · 256) · scale.
+// M ≤ 6 tokens (one packed x tile) × a panel's 16 rows over all columns. Per scale block:
+// Σ x · (e4m3 · 2^-8) in registers, then acc += (sum · 256) · scale. The block sums take 2M of
+// the 16 registers; up to 3 tokens the accumulators stay in registers too, from 4 in an L1 array
+// (touched once per 128 columns). Why up to 6 here and not the decoded-panel GEMM from 4: each
+// column is decoded once for all M tokens either way, but the GEMM writes and rereads the f32
+// panel (4 bytes per weight). `bench_quant --gemv --m 4`, 2 threads, avx2, 3 rounds alternating:
+// [1536 x 3072] 1015-3070 -> 647-715 us, [3072 x 1536] 898-1321 -> 602-645 us.
 template <int M>
 void SmallTile(const float* xp, const uint8_t* panel, const float* scales, size_t k, size_t col0,
                float* y, size_t ldy, size_t rows, bool accumulate) {
-  __m256 acc[M][2];
-  for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  static_assert(M >= 1 && M <= int(kTile));
+  constexpr bool kAccInRegisters = M <= 3;
+  __m256 acc[kAccInRegisters ? M : 1][2];
+  alignas(32) float acc_mem[kAccInRegisters ? 1 : M][kRows];
+  if constexpr (kAccInRegisters)
+    for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+  else
+    for (int t = 0; t < M; ++t)
+      for (size_t r = 0; r < kRows; ++r) acc_mem[t][r] = 0.0f;
   const __m256 k256 = _mm256_set1_ps(256.0f);
   ForEachFp8ScaleBlock(col0, 0, k, [&](size_t c0, size_t c1, size_t b) {
     __m256 s[M][2];
@@ -64,13 +76,25 @@ void SmallTile(const float* xp, const uint8_t* panel, const float* scales, size_
     const __m256 sc0 = _mm256_loadu_ps(scales + b * kRows),
                  sc1 = _mm256_loadu_ps(scales + b * kRows + 8);
     for (int t = 0; t < M; ++t) {
-      acc[t][0] = _mm256_fmadd_ps(_mm256_mul_ps(s[t][0], k256), sc0, acc[t][0]);
-      acc[t][1] = _mm256_fmadd_ps(_mm256_mul_ps(s[t][1], k256), sc1, acc[t][1]);
+      if constexpr (kAccInRegisters) {
+        acc[t][0] = _mm256_fmadd_ps(_mm256_mul_ps(s[t][0], k256), sc0, acc[t][0]);
+        acc[t][1] = _mm256_fmadd_ps(_mm256_mul_ps(s[t][1], k256), sc1, acc[t][1]);
+      } else {
+        float* a = acc_mem[t];
+        _mm256_store_ps(a, _mm256_fmadd_ps(_mm256_mul_ps(s[t][0], k256), sc0, _mm256_load_ps(a)));
+        _mm256_store_ps(a + 8,
+                        _mm256_fmadd_ps(_mm256_mul_ps(s[t][1], k256), sc1, _mm256_load_ps(a + 8)));
+      }
     }
   });
   for (int t = 0; t < M; ++t) {
-    StoreMasked(y + t * ldy, acc[t][0], rows, accumulate);
-    if (rows > 8) StoreMasked(y + t * ldy + 8, acc[t][1], rows - 8, accumulate);
+    __m256 a0, a1;
+    if constexpr (kAccInRegisters)
+      a0 = acc[t][0], a1 = acc[t][1];
+    else
+      a0 = _mm256_load_ps(acc_mem[t]), a1 = _mm256_load_ps(acc_mem[t] + 8);
+    StoreMasked(y + t * ldy, a0, rows, accumulate);
+    if (rows > 8) StoreMasked(y + t * ldy + 8, a1, rows - 8, accumulate);
   }
 }
 
@@ -111,7 +135,9 @@ void SmallPair1(const float* xp, const uint8_t* p, const float* sp, const uint8_
 
 using SmallFn = void (*)(const float*, const uint8_t*, const float*, size_t, size_t, float*, size_t,
                          size_t, bool);
-constexpr SmallFn kSmall[4] = {nullptr, SmallTile<1>, SmallTile<2>, SmallTile<3>};
+constexpr size_t kSmallTokens = 6;  // SmallTile's largest M
+constexpr SmallFn kSmall[kSmallTokens + 1] = {
+    nullptr, SmallTile<1>, SmallTile<2>, SmallTile<3>, SmallTile<4>, SmallTile<5>, SmallTile<6>};
 
 // Columns [k0, k0 + kc) of a panel → pack[i][16] = e4m3 · scale exactly (as DequantizeRow).
 void DecodeBlock(const uint8_t* panel, const float* scales, size_t col0, size_t k0, size_t kc,
@@ -153,7 +179,7 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
                  codes + q * w.row_stride, scales + q * w.scale_stride, k, w.col0, y + p * kRows,
                  y + q * kRows, accumulate);
     });
-  if (m <= 3) {
+  if (m <= kSmallTokens) {
     for (size_t p = first; p < panels; ++p)
       kSmall[m](xp, codes + p * w.row_stride, scales + p * w.scale_stride, k, w.col0, y + p * kRows,
                 ldy, rows_of(p), accumulate);

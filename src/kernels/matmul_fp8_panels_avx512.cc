@@ -16,7 +16,7 @@
 //
 // Numerics: per lane (row), exactly the AVX2 kernel's SmallTile / SmallPair1: per 128-column scale
 // block Σ x · (e4m3 · 2^-8) in column order, then acc += (sum · 256) · scale. So the results equal
-// the AVX2 path's bit for bit up to 3 tokens (above, the AVX2 kernel scales each weight before an
+// the AVX2 path's bit for bit up to 6 tokens (above, the AVX2 kernel scales each weight before an
 // f32 GEMM), and a panel's sums are the same alone or paired (y does not depend on how rows were
 // split over threads).
 #include <immintrin.h>
