@@ -30,6 +30,12 @@ namespace moeserve::kernels {
 
 inline constexpr size_t kBf16PanelRows = 16;
 
+// The f32 panel kernels (avx2, avx512) sum each row of y over blocks of this many columns: a
+// chain of FMAs in column order from zero per block, the blocks added into y in order. The GEMV
+// (one token) and the GEMM (several, any register tile) both do, so a token's y does not depend
+// on the batch it came in (a seeded sample is the same alone or among other requests).
+inline constexpr size_t kBf16PanelSumCols = 256;
+
 // Columns a panel holds for cols columns: cols rounded up to a whole AMX tile step (32).
 inline constexpr size_t Bf16PanelCols(size_t cols) {
   return (cols + 31) / 32 * 32;

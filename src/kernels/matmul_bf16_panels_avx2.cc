@@ -51,46 +51,49 @@ inline void Prefetch(const bf16* col) {
 }
 
 // M tokens (xp: a packed x tile at the first column) × the panel's 16 rows over k columns (the
-// panel at an even column).
+// panel at an even column, on a kBf16PanelSumCols boundary), a chain per block of
+// kBf16PanelSumCols columns added into y (bf16_panels.h: the order every batch size shares).
 template <int M>
 void PanelTile(const float* xp, const bf16* panel, size_t k, float* y, size_t ldy, size_t rows,
                bool accumulate) {
-  __m256 acc[M][2];
+  for (size_t k0 = 0; k0 < k; k0 += kBf16PanelSumCols) {
+    const size_t k1 = k - k0 < kBf16PanelSumCols ? k : k0 + kBf16PanelSumCols;
+    __m256 acc[M][2];
 #pragma GCC unroll 8
-  for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-  auto column = [&](size_t c, __m256 w0, __m256 w1) {
+    for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+    auto column = [&](size_t c, __m256 w0, __m256 w1) {
+#pragma GCC unroll 8
+      for (int t = 0; t < M; ++t) {
+        const __m256 xv = _mm256_broadcast_ss(xp + c * kTile + t);
+        acc[t][0] = _mm256_fmadd_ps(xv, w0, acc[t][0]);
+        acc[t][1] = _mm256_fmadd_ps(xv, w1, acc[t][1]);
+      }
+    };
+    size_t i = k0 / 2;
+    __m256 w0, w1;
+    for (; 2 * i + 2 <= k1; ++i) {
+      if (M <= 4) Prefetch(panel + 2 * i * kRows);
+      WidenEven(panel, i, w0, w1);
+      column(2 * i, w0, w1);
+      WidenOdd(panel, i, w0, w1);
+      column(2 * i + 1, w0, w1);
+    }
+    if (2 * i < k1) {
+      WidenEven(panel, i, w0, w1);
+      column(2 * i, w0, w1);
+    }
 #pragma GCC unroll 8
     for (int t = 0; t < M; ++t) {
-      const __m256 xv = _mm256_broadcast_ss(xp + c * kTile + t);
-      acc[t][0] = _mm256_fmadd_ps(xv, w0, acc[t][0]);
-      acc[t][1] = _mm256_fmadd_ps(xv, w1, acc[t][1]);
+      StoreMasked(y + t * ldy, acc[t][0], rows, accumulate || k0 > 0);
+      if (rows > 8) StoreMasked(y + t * ldy + 8, acc[t][1], rows - 8, accumulate || k0 > 0);
     }
-  };
-  size_t i = 0;
-  __m256 w0, w1;
-  for (; 2 * i + 2 <= k; ++i) {
-    if (M <= 4) Prefetch(panel + 2 * i * kRows);
-    WidenEven(panel, i, w0, w1);
-    column(2 * i, w0, w1);
-    WidenOdd(panel, i, w0, w1);
-    column(2 * i + 1, w0, w1);
-  }
-  if (2 * i < k) {
-    WidenEven(panel, i, w0, w1);
-    column(2 * i, w0, w1);
-  }
-#pragma GCC unroll 8
-  for (int t = 0; t < M; ++t) {
-    StoreMasked(y + t * ldy, acc[t][0], rows, accumulate);
-    if (rows > 8) StoreMasked(y + t * ldy + 8, acc[t][1], rows - 8, accumulate);
   }
 }
 
-// One token (decode) against one panel: two columns per step into four accumulators. With two,
-// each step waits on the previous FMA's latency, which capped a core near 8 bytes of weights per
-// cycle. PanelTile<1> and PanelPair1 both sweep with it, so their sums are the same operations.
+// One token (decode) against one panel, PanelTile's order: per block of columns one FMA chain per
+// 8 rows, even and odd columns in turn. PanelTile<1> and PanelPair1 both sweep with it.
 struct GemvAcc {
-  __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0;
   // Columns i and i + 1 (i even: one pair) of `panel`, x0 / x1 their broadcast x.
   void Two(const bf16* panel, size_t i, __m256 x0, __m256 x1) {
     __m256 w0, w1, v0, v1;
@@ -98,8 +101,8 @@ struct GemvAcc {
     WidenOdd(panel, i / 2, v0, v1);
     a0 = _mm256_fmadd_ps(x0, w0, a0);
     a1 = _mm256_fmadd_ps(x0, w1, a1);
-    b0 = _mm256_fmadd_ps(x1, v0, b0);
-    b1 = _mm256_fmadd_ps(x1, v1, b1);
+    a0 = _mm256_fmadd_ps(x1, v0, a0);
+    a1 = _mm256_fmadd_ps(x1, v1, a1);
   }
   // The last column when k is odd (i even).
   void One(const bf16* panel, size_t i, __m256 x0) {
@@ -109,8 +112,8 @@ struct GemvAcc {
     a1 = _mm256_fmadd_ps(x0, w1, a1);
   }
   void Store(float* y, size_t rows, bool accumulate) const {
-    StoreMasked(y, _mm256_add_ps(a0, b0), rows, accumulate);
-    if (rows > 8) StoreMasked(y + 8, _mm256_add_ps(a1, b1), rows - 8, accumulate);
+    StoreMasked(y, a0, rows, accumulate);
+    if (rows > 8) StoreMasked(y + 8, a1, rows - 8, accumulate);
   }
 };
 
@@ -118,40 +121,47 @@ template <>
 void PanelTile<1>(const float* xp, const bf16* panel, size_t k, float* y, size_t ldy, size_t rows,
                   bool accumulate) {
   (void)ldy;
-  GemvAcc acc;
-  size_t i = 0;
-  for (; i + 2 <= k; i += 2) {
-    Prefetch(panel + i * kRows);
-    acc.Two(panel, i, _mm256_broadcast_ss(xp + i * kTile),
-            _mm256_broadcast_ss(xp + (i + 1) * kTile));
+  for (size_t k0 = 0; k0 < k; k0 += kBf16PanelSumCols) {
+    const size_t k1 = k - k0 < kBf16PanelSumCols ? k : k0 + kBf16PanelSumCols;
+    GemvAcc acc;
+    size_t i = k0;
+    for (; i + 2 <= k1; i += 2) {
+      Prefetch(panel + i * kRows);
+      acc.Two(panel, i, _mm256_broadcast_ss(xp + i * kTile),
+              _mm256_broadcast_ss(xp + (i + 1) * kTile));
+    }
+    if (i < k1) acc.One(panel, i, _mm256_broadcast_ss(xp + i * kTile));
+    acc.Store(y, rows, accumulate || k0 > 0);
   }
-  if (i < k) acc.One(panel, i, _mm256_broadcast_ss(xp + i * kTile));
-  acc.Store(y, rows, accumulate);
 }
 
 // One token against two full panels at once, each with PanelTile<1>'s own accumulators and order
 // (so the results are bit-identical to two PanelTile<1> calls). Why: at m = 1 the kernel streams W
 // from DRAM, and walking two distant panels together gives the hardware prefetchers two streams
-// per core instead of one; measured on Zen 3 with huge pages, a few % to ~10% more GB/s.
+// per core instead of one; measured on Zen 3 with huge pages, a few % to ~10% more GB/s. Its four
+// FMA chains (two per panel) take 128 bytes of weights per ~8 cycles, above a core's DRAM share.
 void PanelPair1(const float* xp, const bf16* p, const bf16* q, size_t k, float* yp, float* yq,
                 bool accumulate) {
-  GemvAcc ap, aq;
-  size_t i = 0;
-  for (; i + 2 <= k; i += 2) {
-    Prefetch(p + i * kRows);
-    Prefetch(q + i * kRows);
-    const __m256 x0 = _mm256_broadcast_ss(xp + i * kTile);
-    const __m256 x1 = _mm256_broadcast_ss(xp + (i + 1) * kTile);
-    ap.Two(p, i, x0, x1);
-    aq.Two(q, i, x0, x1);
+  for (size_t k0 = 0; k0 < k; k0 += kBf16PanelSumCols) {
+    const size_t k1 = k - k0 < kBf16PanelSumCols ? k : k0 + kBf16PanelSumCols;
+    GemvAcc ap, aq;
+    size_t i = k0;
+    for (; i + 2 <= k1; i += 2) {
+      Prefetch(p + i * kRows);
+      Prefetch(q + i * kRows);
+      const __m256 x0 = _mm256_broadcast_ss(xp + i * kTile);
+      const __m256 x1 = _mm256_broadcast_ss(xp + (i + 1) * kTile);
+      ap.Two(p, i, x0, x1);
+      aq.Two(q, i, x0, x1);
+    }
+    if (i < k1) {
+      const __m256 x0 = _mm256_broadcast_ss(xp + i * kTile);
+      ap.One(p, i, x0);
+      aq.One(q, i, x0);
+    }
+    ap.Store(yp, kRows, accumulate || k0 > 0);
+    aq.Store(yq, kRows, accumulate || k0 > 0);
   }
-  if (i < k) {
-    const __m256 x0 = _mm256_broadcast_ss(xp + i * kTile);
-    ap.One(p, i, x0);
-    aq.One(q, i, x0);
-  }
-  ap.Store(yp, kRows, accumulate);
-  aq.Store(yq, kRows, accumulate);
 }
 
 using TileFn = void (*)(const float*, const bf16*, size_t, float*, size_t, size_t, bool);

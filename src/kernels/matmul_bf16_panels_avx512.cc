@@ -10,7 +10,8 @@
 // of half the width).
 //
 // Numerics: as the AVX2 kernel (x rounded to bf16, exact f32 products, f32 sums in column order
-// per token and row); the sums do not depend on how tokens or panels share a tile.
+// per token and row, blocks of kBf16PanelSumCols added into y in order); the sums do not depend on
+// how tokens or panels share a tile, nor on the batch size (the GEMV keeps the GEMM's order).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -76,38 +77,43 @@ void PanelTile(const float* x0, const float* x1, const bf16* const* panel, size_
   tile.Store(y, ldy, rows, accumulate);
 }
 
-// One token against P panels: the even and odd columns of a pair in accumulators of their own
-// (two chains per panel), so that each step does not wait on the previous FMA's latency.
+// One token against P panels, in the GEMM's order (kBf16PanelSumCols): per block of columns one
+// FMA chain per panel, even and odd columns in turn, so y is the GEMM's bit for bit. The P panels'
+// chains are independent; at one FMA per 4 cycles each, two panels take 128 bytes of weights per
+// 8 cycles, above what a core reads from DRAM.
 template <int P>
 void PanelGemv(const float* x, const bf16* const panel[P], size_t k, float* const y[P],
                const size_t rows[P], bool accumulate) {
-  __m512 even[P], odd[P];
+  for (size_t k0 = 0; k0 < k; k0 += kBf16PanelSumCols) {
+    const size_t k1 = k - k0 < kBf16PanelSumCols ? k : k0 + kBf16PanelSumCols;
+    __m512 acc[P];
 #pragma GCC unroll 2
-  for (int p = 0; p < P; ++p) even[p] = odd[p] = _mm512_setzero_ps();
-  size_t i = 0;
-  for (; 2 * i + 2 <= k; ++i) {
-    const __m512 x0 = _mm512_set1_ps(x[2 * i * kXTileTokens]);
-    const __m512 x1 = _mm512_set1_ps(x[(2 * i + 1) * kXTileTokens]);
+    for (int p = 0; p < P; ++p) acc[p] = _mm512_setzero_ps();
+    size_t i = k0 / 2;
+    for (; 2 * i + 2 <= k1; ++i) {
+      const __m512 x0 = _mm512_set1_ps(x[2 * i * kXTileTokens]);
+      const __m512 x1 = _mm512_set1_ps(x[(2 * i + 1) * kXTileTokens]);
 #pragma GCC unroll 2
-    for (int p = 0; p < P; ++p) {
-      Prefetch(panel[p], i);
-      const __m512i line = PairLine(panel[p], i);
-      even[p] = _mm512_fmadd_ps(x0, EvenColumn(line), even[p]);
-      odd[p] = _mm512_fmadd_ps(x1, OddColumn(line), odd[p]);
+      for (int p = 0; p < P; ++p) {
+        Prefetch(panel[p], i);
+        const __m512i line = PairLine(panel[p], i);
+        acc[p] = _mm512_fmadd_ps(x0, EvenColumn(line), acc[p]);
+        acc[p] = _mm512_fmadd_ps(x1, OddColumn(line), acc[p]);
+      }
     }
-  }
-  if (2 * i < k) {
-    const __m512 x0 = _mm512_set1_ps(x[2 * i * kXTileTokens]);
+    if (2 * i < k1) {
+      const __m512 x0 = _mm512_set1_ps(x[2 * i * kXTileTokens]);
 #pragma GCC unroll 2
-    for (int p = 0; p < P; ++p)
-      even[p] = _mm512_fmadd_ps(x0, EvenColumn(PairLine(panel[p], i)), even[p]);
-  }
+      for (int p = 0; p < P; ++p)
+        acc[p] = _mm512_fmadd_ps(x0, EvenColumn(PairLine(panel[p], i)), acc[p]);
+    }
 #pragma GCC unroll 2
-  for (int p = 0; p < P; ++p) {
-    const __mmask16 mask = TailMask16(rows[p]);
-    __m512 v = _mm512_add_ps(even[p], odd[p]);
-    if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y[p]));
-    _mm512_mask_storeu_ps(y[p], mask, v);
+    for (int p = 0; p < P; ++p) {  // as F32PanelTile::Store
+      const __mmask16 mask = TailMask16(rows[p]);
+      __m512 v = acc[p];
+      if (accumulate || k0 > 0) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, y[p]));
+      _mm512_mask_storeu_ps(y[p], mask, v);
+    }
   }
 }
 
@@ -144,7 +150,8 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
   }
   // Column blocks of 256 and panel blocks of 512 KiB (panel_schedule.h): one core, [1536 x 3072]
   // at 512 tokens, 3 rounds over 128-1024 columns x 256-1024 KiB were within the host's noise.
-  constexpr size_t kKc = 256, kBlockPanels = (512 << 10) / (kKc * kRows * sizeof(bf16));
+  constexpr size_t kKc = kBf16PanelSumCols,
+                   kBlockPanels = (512 << 10) / (kKc * kRows * sizeof(bf16));
   static_assert(kBlockPanels % kGroupPanels == 0);
   ForEachPanelBlockTile<kGroupPanels, kGroupTokens>(
       m, k, panels, kKc, kBlockPanels, [](size_t, size_t, size_t, size_t) {},

@@ -274,6 +274,34 @@ TEST(Bf16Panels, AmxXTilePackerRoundsExactlyAsF32ToBf16) {
   }
 }
 
+// A token's y is the same bits alone (the GEMV) or among others (any GEMM register tile, any
+// batch size), so a request's logits, and so its seeded samples, do not depend on which other
+// requests share its steps (bf16_panels.h: kBf16PanelSumCols). Claimed for the scalar table and
+// the f32 panel kernels (avx2, avx512); the vdpbf16ps / AMX kernels (avx512bf16, amx) sum in
+// another order per batch size and are not covered yet.
+TEST_P(Bf16PanelsEveryIsa, TokensTogetherEqualTokensAlone) {
+  const Isa isa = GetParam();
+  if (isa != Isa::kScalar && isa != Isa::kAvx2 && isa != Isa::kAvx512)
+    GTEST_SKIP() << IsaName(isa)
+                 << ": batch invariance is claimed for the scalar, avx2 and avx512 kernels";
+  std::mt19937 rng(8);
+  ThreadPool pool(2);
+  KernelContext ctx(pool, isa);
+  for (auto [rows, cols] : {std::pair<size_t, size_t>{37, 1101}, {64, 600}, {20, 255}})
+    for (size_t m : {2, 5, 7, 13, 33}) {
+      const std::vector<bf16> src = RandomBf16(rows * cols, rng);
+      const Panels p = Repack(Bf16Matrix(src.data(), rows, cols));
+      const std::vector<float> x = RandomF32(m * cols, rng, -2, 2);
+      std::vector<float> together(m * rows), alone(m * rows);
+      MatMul(x.data(), cols, m, p.view, together.data(), rows, ctx);
+      for (size_t t = 0; t < m; ++t)
+        MatMul(x.data() + t * cols, cols, 1, p.view, alone.data() + t * rows, rows, ctx);
+      for (size_t i = 0; i < together.size(); ++i)
+        ASSERT_EQ(std::memcmp(&together[i], &alone[i], 4), 0)
+            << IsaName(isa) << " m " << m << " " << rows << "x" << cols << " i " << i;
+    }
+}
+
 // x packed once for the whole call (MatMul's path on AVX-512) or by each thread from the rounded
 // rows (what MoeExperts' row views get) must be the same bits: the same kernel then gives the
 // same y exactly.
