@@ -255,20 +255,22 @@ void ExpectGemvsEqualBitForBit(const std::vector<std::array<size_t, 4>>& views, 
   }
 }
 
-// The same against the AVX2 kernel's register tiles (1 to 6 tokens: above, it scales each weight
-// before an f32 GEMM), x packed for it as MatMul does.
+// avx2::MatMulFp8Panels on x packed for it as MatMul does.
+void Avx2Fp8Panels(const float* x, size_t ld, size_t m, const WeightMatrix& w, float* y, size_t ldy,
+                   bool accumulate) {
+  ScratchBuffer xp_buf, pack_buf;  // the AVX2 kernel's aligned scratch
+  float* xp = xp_buf.As<float>(avx2::PackedXFloats(m, w.cols));
+  avx2::PackX(x, ld, m, w.cols, xp);
+  float* pack = pack_buf.As<float>(avx2::Fp8PanelPackFloats(w.cols));
+  avx2::MatMulFp8Panels(xp, m, w, y, ldy, accumulate, pack);
+}
+
+// The same against the AVX2 kernel's register tiles (1 to 12 tokens: above, it scales each weight
+// before an f32 GEMM), up to the 7 tokens of the avx512 GEMV.
 template <typename Gemv>
 void ExpectGemvEqualsAvx2BitForBit(const std::vector<std::array<size_t, 4>>& views,
                                    const Gemv& gemv) {
-  auto avx2_gemv = [](const float* x, size_t ld, size_t m, const WeightMatrix& w, float* y,
-                      size_t ldy, bool accumulate) {
-    ScratchBuffer xp_buf, pack_buf;  // the AVX2 kernel's aligned scratch
-    float* xp = xp_buf.As<float>(avx2::PackedXFloats(m, w.cols));
-    avx2::PackX(x, ld, m, w.cols, xp);
-    float* pack = pack_buf.As<float>(avx2::Fp8PanelPackFloats(w.cols));
-    avx2::MatMulFp8Panels(xp, m, w, y, ldy, accumulate, pack);
-  };
-  ExpectGemvsEqualBitForBit(views, 6, avx2_gemv, gemv);
+  ExpectGemvsEqualBitForBit(views, 7, Avx2Fp8Panels, gemv);
 }
 
 // Why the avx512 table's affine FP8 kernel cannot run here (AVX-512 with VBMI and GFNI), or "".
@@ -289,6 +291,22 @@ TEST(Fp8Panels, Avx512GemvEqualsAvx2BitForBit) {
   ExpectGemvEqualsAvx2BitForBit(
       {{5, 37, 70, 300}, {0, 64, 0, 400}, {130, 50, 1, 129}, {100, 77, 96, 293}},
       avx512::GemvFp8Panels);
+}
+
+// The AVX2 kernel's register tiles take up to 12 tokens (two x tiles, each decoding the panel
+// again): every token's y is the one it gets alone, bit for bit, at every m up to 12, on views off
+// the scale blocks, odd panels, with and without accumulate.
+TEST(Fp8Panels, Avx2UpTo12TokensEqualsEachTokenAlone) {
+  if (MachineIsa() < Isa::kAvx2)
+    GTEST_SKIP() << "avx2 is not available on this machine (it runs " << IsaName(MachineIsa())
+                 << ")";
+  auto each_alone = [](const float* x, size_t ld, size_t m, const WeightMatrix& w, float* y,
+                       size_t ldy, bool accumulate) {
+    for (size_t t = 0; t < m; ++t)
+      Avx2Fp8Panels(x + t * ld, ld, 1, w, y + t * ldy, ldy, accumulate);
+  };
+  ExpectGemvsEqualBitForBit({{5, 37, 70, 300}, {0, 64, 0, 400}, {130, 50, 1, 129}}, 12, each_alone,
+                            Avx2Fp8Panels);
 }
 
 // The avx512 table's GEMV on VBMI / GFNI cores (codes decoded by GF(2)-affine maps, e4m3 values
