@@ -206,9 +206,14 @@ void Avx512Fp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, si
   // (m·k floats). On Ice Lake the GEMM at 4 tokens had decoded each block at ~half the affine
   // GEMV's rate (the FP8 bench checkpoint's 16-sequence step: experts at 8.1 GB/s on two cores).
   const bool affine_rows = affine && w.col0 % 4 == 0 && x.m <= avx512::kFp8AffineMaxTokens;
+  // Without it (Cascade Lake), up to two GEMV calls of at most 7 tokens each (each decoding every
+  // panel again) rather than the GEMM on decoded blocks: one core (Ice Lake, this GEMV), [1536 x
+  // 3072] and [3072 x 1536] from DRAM, calls alternating in one process: 8-14 tokens 0.85-0.91x
+  // the GEMM's time, 16 (three calls) 1.08x; and each token's y is the same bits as alone.
+  constexpr size_t kGemvTokens = kGemmMinM - 1, kGemvMaxTokens = 2 * kGemvTokens;
   const float* xr = x.f32;
   size_t ld = x.ld;
-  if (!xr && x.packed_f32 && (affine_rows || x.m < kGemmMinM)) {
+  if (!xr && x.packed_f32 && (affine_rows || x.m <= kGemvMaxTokens)) {
     float* rows = s.xpack.As<float>(x.m * w.cols);
     UnpackXRows(x.packed_f32, x.m, w.cols, rows);
     xr = rows;
@@ -220,11 +225,14 @@ void Avx512Fp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, si
                                 avx512::GemvFp8PanelsAffine(xr, ld, x.m, Fp8PanelRows(w, g0, n), yg,
                                                             ldyg, acc);
                               });
-  if (xr && x.m < kGemmMinM)
+  if (xr && x.m <= kGemvMaxTokens)
     return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                               [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
-                                avx512::GemvFp8Panels(xr, ld, x.m, Fp8PanelRows(w, g0, n), yg, ldyg,
-                                                      acc);
+                                const WeightMatrix wg = Fp8PanelRows(w, g0, n);
+                                for (size_t t = 0; t < x.m; t += kGemvTokens)
+                                  avx512::GemvFp8Panels(xr + t * ld, ld,
+                                                        std::min(kGemvTokens, x.m - t), wg,
+                                                        yg + t * ldyg, ldyg, acc);
                               });
   const float* xp = PackedXForAvx2(x, w.cols, s);
   float* pack = s.pack.As<float>(avx512::Fp8PanelPackFloats());

@@ -345,6 +345,32 @@ TEST(Fp8Panels, Avx512AffineKernelUpTo16TokensEqualsEachTokenAlone) {
                             avx512::kFp8AffineMaxTokens, each_alone, avx512::GemvFp8PanelsAffine);
 }
 
+// Through MatMul (the tables' dispatch), a token's y is the same bits alone or in a batch of up to
+// 12 on the avx2 and avx512 tables: the AVX2 register tiles (two 6-token tiles), the avx512 GEMV
+// (two 7-token calls; views off a 4-column group) and the affine kernel (up to 16; VBMI / GFNI
+// cores, views on one). Above, both run the GEMM on decoded blocks, which scales each weight first.
+TEST_P(Fp8PanelsEveryIsa, MatMulTokensTogetherEqualTokensAloneUpTo12) {
+  const Isa isa = GetParam();
+  if (isa != Isa::kAvx2 && isa != Isa::kAvx512)
+    GTEST_SKIP() << IsaName(isa) << ": claimed for the avx2 and avx512 tables";
+  std::mt19937 rng(9);
+  ThreadPool pool(2);
+  KernelContext ctx(pool, isa);
+  const Fp8 f = RandomFp8(300, 400, rng);
+  for (auto [r0, n, c0, k] : {std::array<size_t, 4>{5, 37, 70, 300}, {0, 64, 0, 400}})
+    for (size_t m : {2, 7, 8, 12}) {
+      const Panels p = Repack(f.View(r0, n, c0, k));
+      const std::vector<float> x = RandomF32(m * k, rng, -2, 2);
+      std::vector<float> together(m * n), alone(m * n);
+      MatMul(x.data(), k, m, p.view, together.data(), n, ctx);
+      for (size_t t = 0; t < m; ++t)
+        MatMul(x.data() + t * k, k, 1, p.view, alone.data() + t * n, n, ctx);
+      for (size_t i = 0; i < together.size(); ++i)
+        ASSERT_EQ(std::memcmp(&together[i], &alone[i], 4), 0)
+            << IsaName(isa) << " view " << r0 << "," << c0 << " m " << m << " i " << i;
+    }
+}
+
 // x packed once for the whole call (MatMul's path on AVX2) or by each thread from the rounded
 // rows (MoeExperts' row views) must give the same y exactly.
 TEST_P(Fp8PanelsEveryIsa, XPackedOnceEqualsXPackedPerThread) {
