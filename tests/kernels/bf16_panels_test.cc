@@ -20,6 +20,7 @@
 namespace moeserve::kernels {
 namespace {
 
+using testing::ExpectTokensTogetherEqualAlone;
 using testing::RandomBf16;
 using testing::RandomF32;
 using testing::SumTolerance;
@@ -291,14 +292,10 @@ TEST_P(Bf16PanelsEveryIsa, TokensTogetherEqualTokensAlone) {
     for (size_t m : {2, 5, 7, 13, 33}) {
       const std::vector<bf16> src = RandomBf16(rows * cols, rng);
       const Panels p = Repack(Bf16Matrix(src.data(), rows, cols));
-      const std::vector<float> x = RandomF32(m * cols, rng, -2, 2);
-      std::vector<float> together(m * rows), alone(m * rows);
-      MatMul(x.data(), cols, m, p.view, together.data(), rows, ctx);
-      for (size_t t = 0; t < m; ++t)
-        MatMul(x.data() + t * cols, cols, 1, p.view, alone.data() + t * rows, rows, ctx);
-      for (size_t i = 0; i < together.size(); ++i)
-        ASSERT_EQ(std::memcmp(&together[i], &alone[i], 4), 0)
-            << IsaName(isa) << " m " << m << " " << rows << "x" << cols << " i " << i;
+      ExpectTokensTogetherEqualAlone(
+          RandomF32(m * cols, rng, -2, 2), m, p.view, ctx,
+          IsaName(isa) + " " + std::to_string(rows) + "x" + std::to_string(cols));
+      if (HasFatalFailure()) return;
     }
 }
 

@@ -23,6 +23,7 @@
 namespace moeserve::kernels {
 namespace {
 
+using testing::ExpectTokensTogetherEqualAlone;
 using testing::RandomF32;
 using testing::SumTolerance;
 
@@ -360,14 +361,10 @@ TEST_P(Fp8PanelsEveryIsa, MatMulTokensTogetherEqualTokensAloneUpTo12) {
   for (auto [r0, n, c0, k] : {std::array<size_t, 4>{5, 37, 70, 300}, {0, 64, 0, 400}})
     for (size_t m : {2, 7, 8, 12}) {
       const Panels p = Repack(f.View(r0, n, c0, k));
-      const std::vector<float> x = RandomF32(m * k, rng, -2, 2);
-      std::vector<float> together(m * n), alone(m * n);
-      MatMul(x.data(), k, m, p.view, together.data(), n, ctx);
-      for (size_t t = 0; t < m; ++t)
-        MatMul(x.data() + t * k, k, 1, p.view, alone.data() + t * n, n, ctx);
-      for (size_t i = 0; i < together.size(); ++i)
-        ASSERT_EQ(std::memcmp(&together[i], &alone[i], 4), 0)
-            << IsaName(isa) << " view " << r0 << "," << c0 << " m " << m << " i " << i;
+      ExpectTokensTogetherEqualAlone(
+          RandomF32(m * k, rng, -2, 2), m, p.view, ctx,
+          IsaName(isa) + " view " + std::to_string(r0) + "," + std::to_string(c0));
+      if (HasFatalFailure()) return;
     }
 }
 

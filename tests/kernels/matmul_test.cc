@@ -13,6 +13,7 @@
 namespace moeserve::kernels {
 namespace {
 
+using testing::ExpectTokensTogetherEqualAlone;
 using testing::RandomBf16;
 using testing::RandomF32;
 using testing::SumTolerance;
@@ -168,14 +169,10 @@ TEST_P(MatMulEveryIsa, F32TokensTogetherEqualTokensAlone) {
     for (auto [rows, cols] : {std::pair<size_t, size_t>{256, 3072}, {13, 70}, {7, 301}}) {
       const std::vector<float> wf = RandomF32(rows * cols, rng);
       const WeightMatrix w{DType::kF32, wf.data(), rows, cols, cols};
-      const std::vector<float> x = RandomF32(m * cols, rng);
-      std::vector<float> together(m * rows), alone(m * rows);
-      MatMul(x.data(), cols, m, w, together.data(), rows, ctx);
-      for (size_t t = 0; t < m; ++t)
-        MatMul(x.data() + t * cols, cols, 1, w, alone.data() + t * rows, rows, ctx);
-      for (size_t i = 0; i < together.size(); ++i)
-        ASSERT_EQ(std::memcmp(&together[i], &alone[i], 4), 0)
-            << IsaName(GetParam()) << " m " << m << " " << rows << "x" << cols << " i " << i;
+      ExpectTokensTogetherEqualAlone(
+          RandomF32(m * cols, rng), m, w, ctx,
+          IsaName(GetParam()) + " " + std::to_string(rows) + "x" + std::to_string(cols));
+      if (HasFatalFailure()) return;
     }
 }
 

@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/matmul.h"
 #include "runtime/cpu_features.h"
 
 namespace moeserve::kernels::testing {
@@ -44,6 +46,19 @@ inline std::string IsaTestName(const ::testing::TestParamInfo<Isa>& info) {
                                              ::moeserve::Isa::kAvx512,                             \
                                              ::moeserve::Isa::kAvx512Bf16, ::moeserve::Isa::kAmx), \
                            ::moeserve::kernels::testing::IsaTestName)
+
+// MatMul of m tokens (x: m rows of w.cols) together equals each token's MatMul alone, bit for
+// bit: a token's y does not depend on its batch. `what` names the case in a failure.
+inline void ExpectTokensTogetherEqualAlone(const std::vector<float>& x, size_t m,
+                                           const WeightMatrix& w, KernelContext& ctx,
+                                           const std::string& what) {
+  const size_t k = w.cols, n = w.rows;
+  std::vector<float> together(m * n), alone(m * n);
+  MatMul(x.data(), k, m, w, together.data(), n, ctx);
+  for (size_t t = 0; t < m; ++t) MatMul(x.data() + t * k, k, 1, w, alone.data() + t * n, n, ctx);
+  for (size_t i = 0; i < together.size(); ++i)
+    ASSERT_EQ(std::memcmp(&together[i], &alone[i], 4), 0) << what << " m " << m << " i " << i;
+}
 
 inline std::vector<float> RandomF32(size_t n, std::mt19937& rng, float lo = -1, float hi = 1) {
   std::uniform_real_distribution<float> d(lo, hi);
