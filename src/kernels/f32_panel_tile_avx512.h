@@ -45,6 +45,24 @@ struct F32PanelTile {
     }
   }
 
+  // to[t, p · 16 + r] = acc[t][p] · scale[p] + (from ? from[t, p · 16 + r] : 0) in one
+  // rounding, lane r, for r < rows[p] (rows ld_from / ld_to apart): a block sum scaled into a
+  // running sum (the FP8 GEMM's, fp8_panels.h). from may equal to.
+  void ScaleInto(const __m512 (&scale)[P], const float* from, size_t ld_from, float* to,
+                 size_t ld_to, const size_t rows[P]) const {
+#pragma GCC unroll 12
+    for (int t = 0; t < M; ++t)
+#pragma GCC unroll 2
+      for (int p = 0; p < P; ++p) {
+        const __mmask16 mask = TailMask16(rows[p]);
+        const __m512 sum =
+            from ? _mm512_maskz_loadu_ps(mask, from + t * ld_from + p * kPanelTileRows)
+                 : _mm512_setzero_ps();
+        _mm512_mask_storeu_ps(to + t * ld_to + p * kPanelTileRows, mask,
+                              _mm512_fmadd_ps(acc[t][p], scale[p], sum));
+      }
+  }
+
   // y[t, p · 16 + r] (= or +=) acc[t][p] lane r, for r < rows[p].
   void Store(float* y, size_t ldy, const size_t rows[P], bool accumulate) const {
 #pragma GCC unroll 12

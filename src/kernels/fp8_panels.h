@@ -21,7 +21,11 @@
 //
 // Numerics: W[r, c] = e4m3(code) · scale, as kFp8Block (Fp8PanelElement equals DequantizeRow of
 // the source). The kernels may apply a block's scale to the block's partial sum instead of to
-// each weight (f32 roundings of the same size as a reordered sum).
+// each weight (f32 roundings of the same size as a reordered sum). The avx2 and avx512 tables'
+// kernels all do, GEMVs and GEMMs alike, so that a token's y is the same bits in any batch: per
+// row, a running sum from y (a call that adds into y) or zero; per 128-column scale block of the
+// full weight, one FMA chain from zero over the block's columns in order, then running sum +=
+// chain · scale in one FMA.
 //
 // The NaN codes (0x7f, 0xff) have no fp16 image under the rule above; a weight holding one is
 // left in kFp8Block (Fp8PanelRepackable) and runs the exact per-row path.

@@ -116,13 +116,10 @@ inline PanelBlocking PanelBlockingFor(size_t m, size_t k, size_t column_bytes) {
   if (m * k * sizeof(float) <= kL2Budget) return {k, 1};
   return {kKc, kL2Budget / (kKc * column_bytes)};
 }
-// Tokens [t0, t1) of packed x (k columns in all; this block's columns start at k0) × an f32
-// panel pack[kc][16] (32-byte aligned) → y[t, 0..rows) (y: row 0 of the panel, token 0).
-void GemmF32PanelTiles(const float* xp, size_t k, size_t k0, size_t t0, size_t t1,
-                       const float* pack, size_t kc, float* y, size_t ldy, size_t rows,
-                       bool accumulate);
 // y[t, r] (= or +=) for t < m, r < w.rows of a kFp8Panel view (fp8_panels.h), x packed by PackX
-// from bf16-rounded rows. pack: scratch of Fp8PanelPackFloats(w.cols) floats, 32-byte aligned.
+// from bf16-rounded rows, every m in one arithmetic (fp8_panels.h: block sums scaled), so a
+// token's y is the same bits in any batch. pack: scratch of Fp8PanelPackFloats(w.cols) floats,
+// 32-byte aligned.
 size_t Fp8PanelPackFloats(size_t k);
 void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                      bool accumulate, float* pack);
@@ -162,9 +159,10 @@ inline constexpr size_t kFp8AffineMaxTokens = 16;
 void GemvFp8PanelsAffine(const float* xr, size_t ld, size_t m, const WeightMatrix& w, float* y,
                          size_t ldy, bool accumulate);
 // The same y for any m (meant for m >= kGemmMinM) on x packed by avx2::PackX from bf16-rounded
-// rows: each panel pair's 128-column blocks decoded once per token block into f32 (scaled as
-// DequantizeRow) and swept by the f32 register tile (f32_panel_tile_avx512.h). pack:
-// Fp8PanelPackFloats() floats, 64-byte aligned.
+// rows: blocks of panels decoded once per call into f32 (e4m3 values, unscaled) and swept by the
+// f32 register tile (f32_panel_tile_avx512.h), each scale block's sums scaled into y as the block
+// ends: GemvFp8PanelsAffine's arithmetic, so its bits (and GemvFp8Panels' unless a partial sum
+// falls below 2^-118) whatever the batch. pack: Fp8PanelPackFloats() floats, 64-byte aligned.
 size_t Fp8PanelPackFloats();
 void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                      bool accumulate, float* pack);

@@ -243,15 +243,6 @@ void GemmPacked(const float* xp, size_t m, const T* w, size_t row_stride, size_t
 
 }  // namespace
 
-void GemmF32PanelTiles(const float* xp, size_t k, size_t k0, size_t t0, size_t t1,
-                       const float* pack, size_t kc, float* y, size_t ldy, size_t rows,
-                       bool accumulate) {
-  for (size_t t = t0; t < t1; t += kTileTokens) {
-    const size_t tokens = t1 - t < kTileTokens ? t1 - t : kTileTokens;
-    kTiles[tokens](xp + t * k + k0 * kTileTokens, pack, kc, y + t * ldy, ldy, rows, accumulate);
-  }
-}
-
 void GemmBf16(const float* xp, size_t m, const bf16* w, size_t row_stride, size_t k, size_t rows,
               float* y, size_t ldy, bool accumulate, float* pack) {
   GemmPacked(xp, m, w, row_stride, k, rows, y, ldy, accumulate, pack);

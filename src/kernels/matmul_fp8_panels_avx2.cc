@@ -1,10 +1,14 @@
 // AVX2 + FMA + F16C MatMul over FP8 weights repacked in 16-row panels (fp8_panels.h). A column's
 // 16 codes become 16 f32 weights in a broadcast load, a byte shuffle, a shift, a mask, a store
 // and two vcvtph2ps from it (e4m3_half_bits.h).
-// Up to 12 tokens: codes decoded in the register tile (6 tokens at a time), each 128-column
-// block's partial sum scaled once. More tokens: a block of panels decoded once per call into f32
-// panels (scales applied per weight) and swept by the f32 GEMM tile of matmul_avx2.cc, for every
-// tile of tokens (panel_schedule.h).
+// Up to 12 tokens: codes decoded in the register tile (6 tokens at a time). More tokens: a block
+// of panels decoded once per call into f32 panels and swept by a register tile of 6 tokens for
+// every tile of tokens (panel_schedule.h).
+//
+// Numerics, every path (the GEMM's too, so a token's y does not depend on its batch): per row, a
+// running sum that starts at y when the call adds into y and at zero otherwise; per 128-column
+// scale block, Σ x · (e4m3 · 2^-8) over the block's columns in order, then sum += (Σ · 256) ·
+// scale (one FMA).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -40,6 +44,19 @@ inline void Prefetch(const uint8_t* col) {
   _mm_prefetch(reinterpret_cast<const char*>(col) + 4096, _MM_HINT_T0);
 }
 
+// Half h (rows 8h..8h+7) of a panel's running sums at the start of a call over `rows` rows of y:
+// y's own values when the call adds into y, else zero.
+inline __m256 StartSums(const float* y, size_t rows, int h, bool accumulate) {
+  const size_t n = h == 0 ? rows : rows > 8 ? rows - 8 : 0;
+  return accumulate && n > 0 ? LoadMasked(y + 8 * h, n) : _mm256_setzero_ps();
+}
+
+// y[0, rows) = sum (two halves).
+inline void StoreSums(float* y, __m256 lo, __m256 hi, size_t rows) {
+  StoreMasked(y, lo, rows, false);
+  if (rows > 8) StoreMasked(y + 8, hi, rows - 8, false);
+}
+
 // M ≤ 6 tokens (one packed x tile) × a panel's 16 rows over all columns. Per scale block:
 // Σ x · (e4m3 · 2^-8) in registers, then acc += (sum · 256) · scale. The block sums take 2M of
 // the 16 registers; up to 3 tokens the accumulators stay in registers too, from 4 in an L1 array
@@ -54,11 +71,16 @@ void SmallTile(const float* xp, const uint8_t* panel, const float* scales, size_
   constexpr bool kAccInRegisters = M <= 3;
   __m256 acc[kAccInRegisters ? M : 1][2];
   alignas(32) float acc_mem[kAccInRegisters ? 1 : M][kRows];
-  if constexpr (kAccInRegisters)
-    for (int t = 0; t < M; ++t) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-  else
-    for (int t = 0; t < M; ++t)
-      for (size_t r = 0; r < kRows; ++r) acc_mem[t][r] = 0.0f;
+  for (int t = 0; t < M; ++t) {
+    const __m256 a0 = StartSums(y + t * ldy, rows, 0, accumulate),
+                 a1 = StartSums(y + t * ldy, rows, 1, accumulate);
+    if constexpr (kAccInRegisters) {
+      acc[t][0] = a0, acc[t][1] = a1;
+    } else {
+      _mm256_store_ps(acc_mem[t], a0);
+      _mm256_store_ps(acc_mem[t] + 8, a1);
+    }
+  }
   const __m256 k256 = _mm256_set1_ps(256.0f);
   ForEachFp8ScaleBlock(col0, 0, k, [&](size_t c0, size_t c1, size_t b) {
     __m256 s[M][2];
@@ -88,13 +110,10 @@ void SmallTile(const float* xp, const uint8_t* panel, const float* scales, size_
     }
   });
   for (int t = 0; t < M; ++t) {
-    __m256 a0, a1;
     if constexpr (kAccInRegisters)
-      a0 = acc[t][0], a1 = acc[t][1];
+      StoreSums(y + t * ldy, acc[t][0], acc[t][1], rows);
     else
-      a0 = _mm256_load_ps(acc_mem[t]), a1 = _mm256_load_ps(acc_mem[t] + 8);
-    StoreMasked(y + t * ldy, a0, rows, accumulate);
-    if (rows > 8) StoreMasked(y + t * ldy + 8, a1, rows - 8, accumulate);
+      StoreSums(y + t * ldy, _mm256_load_ps(acc_mem[t]), _mm256_load_ps(acc_mem[t] + 8), rows);
   }
 }
 
@@ -104,7 +123,8 @@ void SmallTile(const float* xp, const uint8_t* panel, const float* scales, size_
 // two independent FMA chains per half instead of one.
 void SmallPair1(const float* xp, const uint8_t* p, const float* sp, const uint8_t* q,
                 const float* sq, size_t k, size_t col0, float* yp, float* yq, bool accumulate) {
-  __m256 ap0 = _mm256_setzero_ps(), ap1 = ap0, aq0 = ap0, aq1 = ap0;
+  __m256 ap0 = StartSums(yp, kRows, 0, accumulate), ap1 = StartSums(yp, kRows, 1, accumulate),
+         aq0 = StartSums(yq, kRows, 0, accumulate), aq1 = StartSums(yq, kRows, 1, accumulate);
   const __m256 k256 = _mm256_set1_ps(256.0f);
   ForEachFp8ScaleBlock(col0, 0, k, [&](size_t c0, size_t c1, size_t b) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0, t0 = s0, t1 = s0;
@@ -127,10 +147,8 @@ void SmallPair1(const float* xp, const uint8_t* p, const float* sp, const uint8_
     aq0 = _mm256_fmadd_ps(_mm256_mul_ps(t0, k256), _mm256_loadu_ps(sq + b * kRows), aq0);
     aq1 = _mm256_fmadd_ps(_mm256_mul_ps(t1, k256), _mm256_loadu_ps(sq + b * kRows + 8), aq1);
   });
-  StoreMasked(yp, ap0, 8, accumulate);
-  StoreMasked(yp + 8, ap1, 8, accumulate);
-  StoreMasked(yq, aq0, 8, accumulate);
-  StoreMasked(yq + 8, aq1, 8, accumulate);
+  StoreSums(yp, ap0, ap1, kRows);
+  StoreSums(yq, aq0, aq1, kRows);
 }
 
 using SmallFn = void (*)(const float*, const uint8_t*, const float*, size_t, size_t, float*, size_t,
@@ -144,22 +162,69 @@ constexpr size_t kSmallTiles = 2;
 constexpr SmallFn kSmall[kSmallTokens + 1] = {
     nullptr, SmallTile<1>, SmallTile<2>, SmallTile<3>, SmallTile<4>, SmallTile<5>, SmallTile<6>};
 
-// Columns [k0, k0 + kc) of a panel → pack[i][16] = e4m3 · scale exactly (as DequantizeRow).
-void DecodeBlock(const uint8_t* panel, const float* scales, size_t col0, size_t k0, size_t kc,
-                 float* pack) {
+// Columns [k0, k0 + kc) of a panel → pack[i][16] = e4m3 · 2^-8 (DecodeColumn's values: the
+// scales are applied to the block sums, as in SmallTile).
+void DecodeBlock(const uint8_t* panel, size_t k0, size_t kc, float* pack) {
+  for (size_t i = k0; i < k0 + kc; ++i) {
+    __m256 w0, w1;
+    DecodeColumn(panel + i * kRows, w0, w1);
+    float* out = pack + (i - k0) * kRows;
+    _mm256_store_ps(out, w0);
+    _mm256_store_ps(out + 8, w1);
+  }
+}
+
+// M ≤ 6 tokens (the packed x tile at xt) × one decoded block (pack: columns [k0, k0 + kc) of a
+// panel, whose ends are scale block ends) → y, SmallTile's arithmetic. The rows' running sums
+// start from y when it holds them at column k0 (from_y: a later column block, or a call that adds
+// into y), else from zero, stay in an L1 array between the call's scale blocks (a token's rows of
+// y lie in one L1 set at MiniMax-M2's widths: matmul_fp8_panels_avx512.cc's PackTile) and end in
+// y.
+template <int M>
+void BlockTile(const float* xt, const float* pack, const float* scales, size_t col0, size_t k0,
+               size_t kc, float* y, size_t ldy, size_t rows, bool from_y) {
   const __m256 k256 = _mm256_set1_ps(256.0f);
+  alignas(32) float sums[M][kRows] = {};  // (zeroed only to tell the compiler it is written)
   ForEachFp8ScaleBlock(col0, k0, k0 + kc, [&](size_t c0, size_t c1, size_t b) {
+    __m256 s[M][2];
+#pragma GCC unroll 6
+    for (int t = 0; t < M; ++t) s[t][0] = s[t][1] = _mm256_setzero_ps();
+    for (size_t i = c0; i < c1; ++i) {
+      const float* wc = pack + (i - k0) * kRows;
+      const __m256 w0 = _mm256_load_ps(wc), w1 = _mm256_load_ps(wc + 8);
+#pragma GCC unroll 6
+      for (int t = 0; t < M; ++t) {
+        const __m256 xv = _mm256_broadcast_ss(xt + i * kTile + t);
+        s[t][0] = _mm256_fmadd_ps(xv, w0, s[t][0]);
+        s[t][1] = _mm256_fmadd_ps(xv, w1, s[t][1]);
+      }
+    }
     const __m256 sc0 = _mm256_loadu_ps(scales + b * kRows),
                  sc1 = _mm256_loadu_ps(scales + b * kRows + 8);
-    for (size_t i = c0; i < c1; ++i) {
-      __m256 w0, w1;
-      DecodeColumn(panel + i * kRows, w0, w1);
-      float* out = pack + (i - k0) * kRows;
-      _mm256_store_ps(out, _mm256_mul_ps(_mm256_mul_ps(w0, k256), sc0));
-      _mm256_store_ps(out + 8, _mm256_mul_ps(_mm256_mul_ps(w1, k256), sc1));
+    const bool first = c0 == k0, last = c1 == k0 + kc;
+#pragma GCC unroll 6
+    for (int t = 0; t < M; ++t) {
+      __m256 a0, a1;  // the running sums so far
+      if (first)
+        a0 = StartSums(y + t * ldy, rows, 0, from_y), a1 = StartSums(y + t * ldy, rows, 1, from_y);
+      else
+        a0 = _mm256_load_ps(sums[t]), a1 = _mm256_load_ps(sums[t] + 8);
+      a0 = _mm256_fmadd_ps(_mm256_mul_ps(s[t][0], k256), sc0, a0);
+      a1 = _mm256_fmadd_ps(_mm256_mul_ps(s[t][1], k256), sc1, a1);
+      if (last) {
+        StoreSums(y + t * ldy, a0, a1, rows);
+      } else {
+        _mm256_store_ps(sums[t], a0);
+        _mm256_store_ps(sums[t] + 8, a1);
+      }
     }
   });
 }
+
+using BlockFn = void (*)(const float*, const float*, const float*, size_t, size_t, size_t, float*,
+                         size_t, size_t, bool);
+constexpr BlockFn kBlockTiles[kTile + 1] = {nullptr,      BlockTile<1>, BlockTile<2>, BlockTile<3>,
+                                            BlockTile<4>, BlockTile<5>, BlockTile<6>};
 
 }  // namespace
 
@@ -193,21 +258,24 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
       }
     return;
   }
-  // Each block of panels is decoded once per call, then every token tile sweeps it.
+  // Each block of panels is decoded once per call, then every token tile sweeps it. Column
+  // blocks end on the weight's scale blocks (a block sum is scaled as its block ends).
   const PanelBlocking b = PanelBlockingFor(m, k, kRows * sizeof(float));
+  const size_t kc_first = b.kc >= k ? k : b.kc - w.col0 % kFp8ScaleBlock;
   size_t p0 = 0;  // the decoded block's first panel
   ForEachPanelBlockTile<1, kTile>(
       m, k, panels, b.kc, b.block_panels,
       [&](size_t k0, size_t kc, size_t first, size_t end) {
         p0 = first;
         for (size_t p = first; p < end; ++p)
-          DecodeBlock(codes + p * w.row_stride, scales + p * w.scale_stride, w.col0, k0, kc,
-                      pack + (p - first) * b.kc * kRows);
+          DecodeBlock(codes + p * w.row_stride, k0, kc, pack + (p - first) * b.kc * kRows);
       },
       [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t) {
-        GemmF32PanelTiles(xp, k, k0, t, t + tokens, pack + (p - p0) * b.kc * kRows, kc,
-                          y + p * kRows, ldy, rows_of(p), accumulate || k0 > 0);
-      });
+        kBlockTiles[tokens](xp + t * k, pack + (p - p0) * b.kc * kRows, scales + p * w.scale_stride,
+                            w.col0, k0, kc, y + t * ldy + p * kRows, ldy, rows_of(p),
+                            accumulate || k0 > 0);
+      },
+      kc_first);
 }
 
 }  // namespace moeserve::kernels::avx2

@@ -11,8 +11,9 @@
 // Cascade Lake (AVX-512 VNNI without VBMI / GFNI) keeps the fp16 route: the avx512 table asks the
 // CPU once (Avx512Fp8PanelRows).
 //
-// Numerics: per lane (row), the fp16 route's and the AVX2 SmallTile's arithmetic: per 128-column
-// scale block one FMA chain over the columns in order, then acc += sum · scale. The weights here
+// Numerics: per lane (row), the fp16 route's and the AVX2 SmallTile's arithmetic: a running sum
+// from y (a call that adds into y) or zero; per 128-column scale block one FMA chain over the
+// columns in order, then acc += sum · scale. The weights here
 // are e4m3 values, there e4m3 · 2^-8 (their sum multiplied back by 256 before the scale): every
 // step of the chain is the same up to that power of two, so y is the same bit for bit unless a
 // partial sum falls below 2^-118, where the scaled chain rounds in the subnormal range.
@@ -61,10 +62,12 @@ void PanelTile(const AffineDecoder& d, const float* xr, size_t ld, const uint8_t
   for (int p = 0; p < P; ++p)
 #pragma GCC unroll 8
     for (int t = 0; t < M; ++t) {
+      const __m512 start = accumulate ? _mm512_maskz_loadu_ps(TailMask16(rows[p]), y[p] + t * ldy)
+                                      : _mm512_setzero_ps();
       if constexpr (kMemAcc)
-        _mm512_store_ps(acc_mem[p][t], _mm512_setzero_ps());
+        _mm512_store_ps(acc_mem[p][t], start);
       else
-        acc[p][t] = _mm512_setzero_ps();
+        acc[p][t] = start;
     }
   ForEachFp8ScaleBlock(col0, 0, k, [&](size_t c0, size_t c1, size_t b) {
     __m512 s[P][M];
@@ -117,9 +120,7 @@ void PanelTile(const AffineDecoder& d, const float* xr, size_t ld, const uint8_t
     for (int t = 0; t < M; ++t) {
       const __mmask16 mask = TailMask16(rows[p]);
       float* out = y[p] + t * ldy;
-      __m512 v = kMemAcc ? _mm512_load_ps(acc_mem[p][t]) : acc[p][t];
-      if (accumulate) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(mask, out));
-      _mm512_mask_storeu_ps(out, mask, v);
+      _mm512_mask_storeu_ps(out, mask, kMemAcc ? _mm512_load_ps(acc_mem[p][t]) : acc[p][t]);
     }
 }
 

@@ -20,11 +20,17 @@ namespace moeserve::kernels {
 //
 // With kc_max = k and block_panels = kGroup the order is panel-major instead: for an x that fits
 // L2 whole (decode batches), each panel streams from DRAM once and sums its whole k in registers.
+//
+// The first column block may be narrower (kc_first <= kc_max), so that every later one starts
+// where the caller needs blocks to start (the FP8 GEMMs: on a scale block of the full weight,
+// whose partial sums they scale as they end).
 template <size_t kGroup, size_t kTokens, typename BlockFn, typename TileFn>
 inline void ForEachPanelBlockTile(size_t m, size_t k, size_t panels, size_t kc_max,
-                                  size_t block_panels, const BlockFn& block, const TileFn& tile) {
-  for (size_t k0 = 0; k0 < k; k0 += kc_max) {
-    const size_t kc = k - k0 < kc_max ? k - k0 : kc_max;
+                                  size_t block_panels, const BlockFn& block, const TileFn& tile,
+                                  size_t kc_first = ~size_t{0}) {
+  for (size_t k0 = 0, kc; k0 < k; k0 += kc) {
+    const size_t limit = k0 == 0 && kc_first < kc_max ? kc_first : kc_max;
+    kc = k - k0 < limit ? k - k0 : limit;
     for (size_t p0 = 0; p0 < panels; p0 += block_panels) {
       const size_t p1 = panels - p0 < block_panels ? panels : p0 + block_panels;
       block(k0, kc, p0, p1);

@@ -40,6 +40,13 @@ static inline __m256 LoadBf16(const void* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(v), 16));
 }
 
+// y[0, min(n, 8)) as a vector, the lanes past n zero.
+static inline __m256 LoadMasked(const float* y, size_t n) {
+  if (n >= 8) return _mm256_loadu_ps(y);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_maskload_ps(y, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)), lane));
+}
+
 // Lanes [0, n) of v to y (n may exceed 8). Masked moves, not a stack temporary: a temporary made
 // GCC keep the whole accumulator tile in memory inside the k loop.
 // Whole vectors take plain moves: a masked store is microcoded on Zen and cost ~15% of a GEMM

@@ -346,25 +346,40 @@ TEST(Fp8Panels, Avx512AffineKernelUpTo16TokensEqualsEachTokenAlone) {
                             avx512::kFp8AffineMaxTokens, each_alone, avx512::GemvFp8PanelsAffine);
 }
 
-// Through MatMul (the tables' dispatch), a token's y is the same bits alone or in a batch of up to
-// 12 on the avx2 and avx512 tables: the AVX2 register tiles (two 6-token tiles), the avx512 GEMV
-// (two 7-token calls; views off a 4-column group) and the affine kernel (up to 16; VBMI / GFNI
-// cores, views on one). Above, both run the GEMM on decoded blocks, which scales each weight first.
-TEST_P(Fp8PanelsEveryIsa, MatMulTokensTogetherEqualTokensAloneUpTo12) {
+// Through MatMul (the tables' dispatch), a token's y is the same bits alone or in a batch of any
+// size on the avx2 and avx512 tables: the AVX2 register tiles (two 6-token tiles), the avx512 GEMV
+// (two 7-token calls; views off a 4-column group), the affine kernel (up to 16; VBMI / GFNI cores,
+// views on one) and, above them, the GEMMs on decoded blocks, which sum each scale block before
+// scaling it as the GEMVs do (fp8_panels.h). The views start off a scale block (c0 = 70) so that
+// the GEMMs' column blocks must end on the weight's scale blocks, not the view's; 130 tokens of
+// 1000 columns take the AVX2 GEMM's 256-column blocks (x past its L2 budget).
+TEST_P(Fp8PanelsEveryIsa, MatMulTokensTogetherEqualTokensAlone) {
   const Isa isa = GetParam();
   if (isa != Isa::kAvx2 && isa != Isa::kAvx512)
     GTEST_SKIP() << IsaName(isa) << ": claimed for the avx2 and avx512 tables";
   std::mt19937 rng(9);
   ThreadPool pool(2);
   KernelContext ctx(pool, isa);
-  const Fp8 f = RandomFp8(300, 400, rng);
-  for (auto [r0, n, c0, k] : {std::array<size_t, 4>{5, 37, 70, 300}, {0, 64, 0, 400}})
-    for (size_t m : {2, 7, 8, 12}) {
+  const Fp8 f = RandomFp8(300, 1100, rng);
+  for (auto [r0, n, c0, k] :
+       {std::array<size_t, 4>{5, 37, 70, 300}, {0, 64, 0, 400}, {16, 50, 70, 1000}})
+    for (size_t m : {2, 7, 8, 12, 13, 17, 25, 40, 130}) {
+      if (m == 130 && k < 1000) continue;
       const Panels p = Repack(f.View(r0, n, c0, k));
-      ExpectTokensTogetherEqualAlone(
-          RandomF32(m * k, rng, -2, 2), m, p.view, ctx,
-          IsaName(isa) + " view " + std::to_string(r0) + "," + std::to_string(c0));
+      const std::string what =
+          IsaName(isa) + " view " + std::to_string(r0) + "," + std::to_string(c0);
+      const std::vector<float> x = RandomF32(m * k, rng, -2, 2);
+      ExpectTokensTogetherEqualAlone(x, m, p.view, ctx, what);
       if (HasFatalFailure()) return;
+      // Added into y: y + Σ, alone or together.
+      const std::vector<float> y0 = RandomF32(m * n, rng, -4, 4);
+      std::vector<float> together = y0, alone = y0;
+      MatMul(x.data(), k, m, p.view, together.data(), n, ctx, true);
+      for (size_t t = 0; t < m; ++t)
+        MatMul(x.data() + t * k, k, 1, p.view, alone.data() + t * n, n, ctx, true);
+      for (size_t i = 0; i < together.size(); ++i)
+        ASSERT_EQ(std::memcmp(&together[i], &alone[i], 4), 0)
+            << what << " accumulate m " << m << " i " << i;
     }
 }
 
