@@ -159,10 +159,10 @@ inline constexpr size_t kFp8AffineMaxTokens = 16;
 void GemvFp8PanelsAffine(const float* xr, size_t ld, size_t m, const WeightMatrix& w, float* y,
                          size_t ldy, bool accumulate);
 // The same y for any m (meant for m >= kGemmMinM) on x packed by avx2::PackX from bf16-rounded
-// rows: blocks of panels decoded once per call into f32 (e4m3 values, unscaled) and swept by the
-// f32 register tile (f32_panel_tile_avx512.h), each scale block's sums scaled into y as the block
-// ends: GemvFp8PanelsAffine's arithmetic, so its bits (and GemvFp8Panels' unless a partial sum
-// falls below 2^-118) whatever the batch. pack: Fp8PanelPackFloats() floats, 64-byte aligned.
+// rows: blocks of panels decoded once per call into f32 (unscaled) and swept by the f32 register
+// tile (f32_panel_tile_avx512.h), each scale block's sums scaled into y as the block ends:
+// GemvFp8Panels' arithmetic, so its bits (and GemvFp8PanelsAffine's unless a partial sum falls
+// below 2^-118) whatever the batch. pack: Fp8PanelPackFloats() floats, 64-byte aligned.
 size_t Fp8PanelPackFloats();
 void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y, size_t ldy,
                      bool accumulate, float* pack);

@@ -18,8 +18,9 @@
 // y) or zero; per 128-column scale block Σ x · (e4m3 · 2^-8) in column order, then sum += (Σ ·
 // 256) · scale. So the results equal the AVX2 path's bit for bit at any m, and a panel's sums are
 // the same alone or paired (y does not depend on how rows were split over threads). The GEMM
-// below sums e4m3 values (not · 2^-8) and scales by the scale alone, as the affine kernel
-// (matmul_fp8_panels_avx512_gfni.cc): the same bits unless a partial sum falls below 2^-118.
+// below the same (its block sums times scale · 256, exact). The affine kernel
+// (matmul_fp8_panels_avx512_gfni.cc) sums e4m3 values, not · 2^-8: the same bits unless a
+// partial sum falls below 2^-118.
 #include <immintrin.h>
 
 #include <cstdint>
@@ -99,12 +100,11 @@ void Pair1(const float* x, const uint8_t* p, const float* sp, const uint8_t* q, 
   Store(yq, aq, kRows);
 }
 
-// Columns [k0, k0 + kc) of a panel → pack[i][16] = e4m3 exactly (e4m3 · 2^-8 · 256; the scales
-// are applied to the block sums).
+// Columns [k0, k0 + kc) of a panel → pack[i][16] = e4m3 · 2^-8 (DecodeColumn's values; the
+// scales, times 256, are applied to the block sums).
 void DecodeBlock(const uint8_t* panel, size_t k0, size_t kc, float* pack) {
-  const __m512 k256 = _mm512_set1_ps(256.0f);
   for (size_t i = k0; i < k0 + kc; ++i)
-    _mm512_store_ps(pack + (i - k0) * kRows, _mm512_mul_ps(DecodeColumn(panel + i * kRows), k256));
+    _mm512_store_ps(pack + (i - k0) * kRows, DecodeColumn(panel + i * kRows));
 }
 
 // M tokens × P decoded panel blocks (pack[p]: columns [k0, k0 + kc) of 16 f32, whose ends are
@@ -140,9 +140,10 @@ void PackTile(const float* x0, const float* x1, const float* const* pack,
       }
       tile.Column(x0, x1, c, w);
     }
-    __m512 scale[P];
+    __m512 scale[P];  // (Σ x · e4m3 · 2^-8) · (scale · 256): Tile's (Σ · 256) · scale exactly
 #pragma GCC unroll 2
-    for (int p = 0; p < P; ++p) scale[p] = _mm512_loadu_ps(scales[p] + b * kRows);
+    for (int p = 0; p < P; ++p)
+      scale[p] = _mm512_mul_ps(_mm512_loadu_ps(scales[p] + b * kRows), _mm512_set1_ps(256.0f));
     const bool first = c0 == k0, last = c1 == k0 + kc;
     const float* from = !first ? sums : from_y ? y : nullptr;
     tile.ScaleInto(scale, from, first ? ldy : kSumsLd, last ? y : sums, last ? ldy : kSumsLd, rows);
