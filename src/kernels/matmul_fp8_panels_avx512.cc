@@ -18,8 +18,8 @@
 // y) or zero; per 128-column scale block Σ x · (e4m3 · 2^-8) in column order, then sum += (Σ ·
 // 256) · scale. So the results equal the AVX2 path's bit for bit at any m, and a panel's sums are
 // the same alone or paired (y does not depend on how rows were split over threads). The GEMM
-// below the same (its block sums times scale · 256, exact). The affine kernel
-// (matmul_fp8_panels_avx512_gfni.cc) sums e4m3 values, not · 2^-8: the same bits unless a
+// below does the same (its block sums times scale · 256: the same product exactly). The affine
+// kernel (matmul_fp8_panels_avx512_gfni.cc) sums e4m3 values, not · 2^-8: the same bits unless a
 // partial sum falls below 2^-118.
 #include <immintrin.h>
 
