@@ -212,7 +212,9 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
         ldy, rows, accumulate || k0 > 0);
   };
   // Either order adds each kBf16PanelSumCols block into y in column order: the same bits.
-  if (stream) return ForEachPanelGroupTile<1, kTile>(m, k, panels, kBf16PanelSumCols, tile);
+  if (stream)
+    return ForEachPanelGroupTile<1, kTile>(
+        m, k, panels, kBf16PanelSumCols, [](size_t, size_t, size_t, size_t) {}, tile);
   const PanelBlocking b = PanelBlockingFor(m, k, kRows * sizeof(bf16));
   ForEachPanelBlockTile<1, kTile>(
       m, k, panels, b.kc, b.block_panels, [](size_t, size_t, size_t, size_t) {}, tile);

@@ -179,7 +179,8 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
   };
   // Either order adds each 256-column block into y in column order: the same bits.
   if (stream)
-    ForEachPanelGroupTile<kGroupPanels, kGroupTokens>(m, k, panels, kKc, tile);
+    ForEachPanelGroupTile<kGroupPanels, kGroupTokens>(
+        m, k, panels, kKc, [](size_t, size_t, size_t, size_t) {}, tile);
   else
     ForEachPanelBlockTile<kGroupPanels, kGroupTokens>(
         m, k, panels, kKc, kBlockPanels, [](size_t, size_t, size_t, size_t) {}, tile);

@@ -44,18 +44,22 @@ inline void ForEachPanelBlockTile(size_t m, size_t k, size_t panels, size_t kc_m
 }
 
 // The order for a small x (a decode batch's tokens, a few dozen at most): each group of kGroup
-// panels in turn, its columns in blocks of kc_max, and every register tile of at most kTokens
-// tokens over a block before the next block: the group's block comes from DRAM (its tiles
-// prefetching ahead) for the first tile and from L1 for the others, while the next block streams
-// in. The order above reads a whole panel block from DRAM in its first tile and leaves the later
-// tiles nothing to overlap with. tile(t, tokens, k0, kc, p, n) as above.
-template <size_t kGroup, size_t kTokens, typename TileFn>
+// panels in turn, its columns in blocks of kc_max (the first kc_first, as above), and every
+// register tile of at most kTokens tokens over a block before the next block: the group's block
+// comes from DRAM (its tiles, or block(k0, kc, p0, p1), requesting it ahead) for the first tile and
+// from L1 for the others, while the next block streams in. The order above reads a whole panel
+// block from DRAM in its first tile and leaves the later tiles nothing to overlap with.
+// block(k0, kc, p, p + n) and tile(t, tokens, k0, kc, p, n) as above.
+template <size_t kGroup, size_t kTokens, typename BlockFn, typename TileFn>
 inline void ForEachPanelGroupTile(size_t m, size_t k, size_t panels, size_t kc_max,
-                                  const TileFn& tile) {
+                                  const BlockFn& block, const TileFn& tile,
+                                  size_t kc_first = ~size_t{0}) {
   for (size_t p = 0; p < panels; p += kGroup) {
     const size_t n = panels - p < kGroup ? panels - p : kGroup;
-    for (size_t k0 = 0; k0 < k; k0 += kc_max) {
-      const size_t kc = k - k0 < kc_max ? k - k0 : kc_max;
+    for (size_t k0 = 0, kc; k0 < k; k0 += kc) {
+      const size_t limit = k0 == 0 && kc_first < kc_max ? kc_first : kc_max;
+      kc = k - k0 < limit ? k - k0 : limit;
+      block(k0, kc, p, p + n);
       for (size_t t = 0; t < m; t += kTokens)
         tile(t, m - t < kTokens ? m - t : kTokens, k0, kc, p, n);
     }
