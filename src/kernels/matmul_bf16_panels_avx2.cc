@@ -54,7 +54,7 @@ inline void Prefetch(const bf16* col) {
 // panel at an even column, on a kBf16PanelSumCols boundary), a chain per block of
 // kBf16PanelSumCols columns added into y (bf16_panels.h: the order every batch size shares).
 // kStream: the panel comes from DRAM (ForEachPanelGroupTile's order), so every tile requests it
-// ahead (else only the few-token tiles of one-token calls do).
+// ahead (else only tiles of at most 4 tokens do).
 template <int M, bool kStream = false>
 void PanelTile(const float* xp, const bf16* panel, size_t k, float* y, size_t ldy, size_t rows,
                bool accumulate) {
@@ -177,13 +177,11 @@ constexpr TileFn kStreamTiles[kTile + 1] = {nullptr,
                                             PanelTile<5, true>,
                                             PanelTile<6, true>};
 
-// Up to this many tokens a call runs ForEachPanelGroupTile's order (each panel's 256-column block
-// from DRAM once, every token tile over it from L1) rather than PanelBlockingFor's (whole panels
-// from DRAM in the first token tile, from L2 for the others). One core (Ice Lake), [6144 x 3072]
-// from DRAM, calls alternating in one process: 8 / 16 / 24 / 64 tokens 0.88 / 0.87 / 0.89 /
-// 0.91x the time; two threads 0.80-0.88x at 8 ([1536 x 3072]), 0.94-0.95x at 16. As the avx512
-// kernel's kStreamMaxTokens.
-constexpr size_t kStreamMaxTokens = 64;
+// Up to kPanelGroupOrderMaxTokens tokens a call runs ForEachPanelGroupTile's order (each panel's
+// 256-column block from DRAM once, every token tile over it from L1) rather than PanelBlockingFor's
+// (whole panels from DRAM in the first token tile, from L2 for the others). One core (Ice Lake),
+// [6144 x 3072] from DRAM, calls alternating in one process: 8 / 16 / 24 / 64 tokens 0.88 / 0.87 /
+// 0.89 / 0.91x the time; two threads 0.80-0.88x at 8 ([1536 x 3072]), 0.94-0.95x at 16.
 
 }  // namespace
 
@@ -204,7 +202,7 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
     }
     return;
   }
-  const bool stream = m <= kStreamMaxTokens;
+  const bool stream = m <= kPanelGroupOrderMaxTokens;
   const auto tile = [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t) {
     const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
     (stream ? kStreamTiles : kTiles)[tokens](

@@ -127,13 +127,11 @@ constexpr auto kTiles =
 constexpr auto kStreamTiles =
     TileTable<kGroupPanels, kGroupTokens>([]<int M, int P>() { return &PanelTile<M, P, true>; });
 
-// Up to this many tokens a call runs ForEachPanelGroupTile's order (each panel pair's 256-column
-// block from DRAM once, every token tile over it from L1) rather than the blocked one. One core,
-// [6144 x 3072] from DRAM, calls alternating in one process: 8 / 13 / 16 / 24 / 30 tokens 0.82 /
-// 0.70 / 0.79 / 0.85 / 0.84x the time, 36-64 0.88-0.91x, 96-128 0.94-0.95x, 256 1.0x (two threads
-// at 16 / 24: 0.86 / 0.98x); [1024 x 3072] / [3072 x 6144] at 16 0.70 / 0.83x. Kept to 64, where
-// a block's x (64 KiB) still sits in L2 beside the pair's 16 KiB.
-constexpr size_t kStreamMaxTokens = 64;
+// Up to kPanelGroupOrderMaxTokens tokens a call runs ForEachPanelGroupTile's order (each panel
+// pair's 256-column block from DRAM once, every token tile over it from L1) rather than the blocked
+// one. One core, [6144 x 3072] from DRAM, calls alternating in one process: 8 / 13 / 16 / 24 / 30
+// tokens 0.82 / 0.70 / 0.79 / 0.85 / 0.84x the time, 36-64 0.88-0.91x, 96-128 0.94-0.95x, 256 1.0x
+// (two threads at 16 / 24: 0.86 / 0.98x); [1024 x 3072] / [3072 x 6144] at 16 0.70 / 0.83x.
 
 }  // namespace
 
@@ -164,7 +162,7 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
   constexpr size_t kKc = kBf16PanelSumCols,
                    kBlockPanels = (512 << 10) / (kKc * kRows * sizeof(bf16));
   static_assert(kBlockPanels % kGroupPanels == 0);
-  const bool stream = m <= kStreamMaxTokens;
+  const bool stream = m <= kPanelGroupOrderMaxTokens;
   const auto tile = [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t n) {
     const bf16* pp[kGroupPanels];
     size_t rows[kGroupPanels];

@@ -221,12 +221,12 @@ void BlockTile(const float* xt, const float* pack, const float* scales, size_t c
   });
 }
 
-// Above kSmallTiles x tiles and up to this many tokens the GEMM decodes one panel's
+// Above kSmallTiles x tiles and up to kPanelGroupOrderMaxTokens tokens the GEMM decodes one panel's
 // kStreamCols-column block at a time and runs every token tile over it from L1 before the next
 // (ForEachPanelGroupTile), rather than a whole panel (x within 256 KiB) or 256 columns of 256 KiB
 // of panels into L2 first. One core (Ice Lake), [6144 x 3072] from DRAM, calls alternating in one
 // process: 13 / 16 / 24 / 32 / 64 tokens 0.80 / 0.83 / 0.76 / 0.79 / 0.83x the time, the same bits.
-constexpr size_t kStreamMaxTokens = 64, kStreamCols = 256;
+constexpr size_t kStreamCols = 256;
 
 using BlockFn = void (*)(const float*, const float*, const float*, size_t, size_t, size_t, float*,
                          size_t, size_t, bool);
@@ -267,8 +267,9 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
   }
   // Each block of panels is decoded once per call, then every token tile sweeps it. Column
   // blocks end on the weight's scale blocks (a block sum is scaled as its block ends). Up to
-  // kStreamMaxTokens tokens a block is one panel's 256 columns (ForEachPanelGroupTile's order).
-  const bool stream = m <= kStreamMaxTokens;
+  // kPanelGroupOrderMaxTokens tokens a block is one panel's 256 columns (ForEachPanelGroupTile's
+  // order).
+  const bool stream = m <= kPanelGroupOrderMaxTokens;
   const PanelBlocking b =
       stream ? PanelBlocking{kStreamCols, 1} : PanelBlockingFor(m, k, kRows * sizeof(float));
   const size_t kc_first = b.kc >= k ? k : b.kc - w.col0 % kFp8ScaleBlock;

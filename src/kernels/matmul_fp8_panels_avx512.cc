@@ -161,12 +161,11 @@ constexpr auto kPackTiles =
 constexpr size_t kPackCols = 256, kBlockPanels = (512 << 10) / (kPackCols * kRows * sizeof(float));
 static_assert(kBlockPanels % kGroupPanels == 0 && kPackCols % kFp8ScaleBlock == 0);
 
-// Up to this many tokens the GEMM decodes one panel pair's 256-column block at a time and runs
-// every token tile over it from L1 before the next (ForEachPanelGroupTile), rather than 32 panels'
-// blocks into L2 for tiles that then find them there. One core, [6144 x 3072] from DRAM, calls
-// alternating in one process: 17 / 24 / 32 / 64 tokens 0.87 / 0.88 / 0.91 / 0.93x the time, the
-// same bits; requesting the codes ahead in the decode added nothing.
-constexpr size_t kStreamMaxTokens = 64;
+// Up to kPanelGroupOrderMaxTokens tokens the GEMM decodes one panel pair's 256-column block at a
+// time and runs every token tile over it from L1 before the next (ForEachPanelGroupTile), rather
+// than 32 panels' blocks into L2 for tiles that then find them there. One core, [6144 x 3072] from
+// DRAM, calls alternating in one process: 17 / 24 / 32 / 64 tokens 0.87 / 0.88 / 0.91 / 0.93x the
+// time, the same bits; requesting the codes ahead in the decode added nothing.
 
 using TileFn = void (*)(const float*, size_t, const uint8_t*, const float*, size_t, size_t, float*,
                         size_t, size_t, bool);
@@ -205,11 +204,12 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
   auto rows_of = [&](size_t p) { return w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows; };
   size_t p0 = 0;  // the decoded block's first panel
   // Each block is decoded once per call, then every register tile sweeps it. Column blocks end on
-  // the weight's scale blocks (a block sum is scaled as its block ends). Up to kStreamMaxTokens
-  // tokens a block is one panel pair's (ForEachPanelGroupTile's order, as the bf16 GEMM).
+  // the weight's scale blocks (a block sum is scaled as its block ends). Up to
+  // kPanelGroupOrderMaxTokens tokens a block is one panel pair's (ForEachPanelGroupTile's order, as
+  // the bf16 GEMM).
   const size_t kc_first = kPackCols - w.col0 % kFp8ScaleBlock;
   const auto schedule = [&](const auto& block, const auto& tile) {
-    if (m <= kStreamMaxTokens)
+    if (m <= kPanelGroupOrderMaxTokens)
       ForEachPanelGroupTile<kGroupPanels, kGroupTokens>(m, k, panels, kPackCols, block, tile,
                                                         kc_first);
     else

@@ -49,7 +49,10 @@ inline void ForEachPanelBlockTile(size_t m, size_t k, size_t panels, size_t kc_m
 // comes from DRAM (its tiles, or block(k0, kc, p0, p1), requesting it ahead) for the first tile and
 // from L1 for the others, while the next block streams in. The order above reads a whole panel
 // block from DRAM in its first tile and leaves the later tiles nothing to overlap with.
-// block(k0, kc, p, p + n) and tile(t, tokens, k0, kc, p, n) as above.
+// block(k0, kc, p, p + n) and tile(t, tokens, k0, kc, p, n) as above. The avx2 / avx512 bf16 and
+// FP8 panel GEMMs take this order up to kPanelGroupOrderMaxTokens tokens (each kernel's file has
+// its measurements): at 64 a block's x (64 KiB) still sits in L2 beside the group's block.
+inline constexpr size_t kPanelGroupOrderMaxTokens = 64;
 template <size_t kGroup, size_t kTokens, typename BlockFn, typename TileFn>
 inline void ForEachPanelGroupTile(size_t m, size_t k, size_t panels, size_t kc_max,
                                   const BlockFn& block, const TileFn& tile,
