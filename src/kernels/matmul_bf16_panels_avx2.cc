@@ -92,8 +92,8 @@ void PanelTile(const float* xp, const bf16* panel, size_t k, float* y, size_t ld
   }
 }
 
-// One token (decode) against one panel, PanelTile's order: per block of columns one FMA chain per
-// 8 rows, even and odd columns in turn. PanelTile<1> and PanelPair1 both sweep with it.
+// One token (decode) against one panel, PanelTile<1>'s order: per block of columns one FMA chain
+// per 8 rows, even and odd columns in turn. PanelPair1 sweeps two panels with it.
 struct GemvAcc {
   __m256 a0 = _mm256_setzero_ps(), a1 = a0;
   // Columns i and i + 1 (i even: one pair) of `panel`, x0 / x1 their broadcast x.
@@ -119,25 +119,7 @@ struct GemvAcc {
   }
 };
 
-template <>
-void PanelTile<1>(const float* xp, const bf16* panel, size_t k, float* y, size_t ldy, size_t rows,
-                  bool accumulate) {
-  (void)ldy;
-  for (size_t k0 = 0; k0 < k; k0 += kBf16PanelSumCols) {
-    const size_t k1 = k - k0 < kBf16PanelSumCols ? k : k0 + kBf16PanelSumCols;
-    GemvAcc acc;
-    size_t i = k0;
-    for (; i + 2 <= k1; i += 2) {
-      Prefetch(panel + i * kRows);
-      acc.Two(panel, i, _mm256_broadcast_ss(xp + i * kTile),
-              _mm256_broadcast_ss(xp + (i + 1) * kTile));
-    }
-    if (i < k1) acc.One(panel, i, _mm256_broadcast_ss(xp + i * kTile));
-    acc.Store(y, rows, accumulate || k0 > 0);
-  }
-}
-
-// One token against two full panels at once, each with PanelTile<1>'s own accumulators and order
+// One token against two full panels at once, each with PanelTile<1>'s accumulators and order
 // (so the results are bit-identical to two PanelTile<1> calls). Why: at m = 1 the kernel streams W
 // from DRAM, and walking two distant panels together gives the hardware prefetchers two streams
 // per core instead of one; measured on Zen 3 with huge pages, a few % to ~10% more GB/s. Its four
