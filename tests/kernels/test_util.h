@@ -48,16 +48,21 @@ inline std::string IsaTestName(const ::testing::TestParamInfo<Isa>& info) {
                            ::moeserve::kernels::testing::IsaTestName)
 
 // MatMul of m tokens (x: m rows of w.cols) together equals each token's MatMul alone, bit for
-// bit: a token's y does not depend on its batch. `what` names the case in a failure.
+// bit: a token's y does not depend on its batch. With y0 (m rows of w.rows) both calls add into
+// a copy of it instead (MatMul's accumulate). `what` names the case in a failure.
 inline void ExpectTokensTogetherEqualAlone(const std::vector<float>& x, size_t m,
                                            const WeightMatrix& w, KernelContext& ctx,
-                                           const std::string& what) {
+                                           const std::string& what,
+                                           const std::vector<float>& y0 = {}) {
   const size_t k = w.cols, n = w.rows;
-  std::vector<float> together(m * n), alone(m * n);
-  MatMul(x.data(), k, m, w, together.data(), n, ctx);
-  for (size_t t = 0; t < m; ++t) MatMul(x.data() + t * k, k, 1, w, alone.data() + t * n, n, ctx);
+  const bool accumulate = !y0.empty();
+  std::vector<float> together = accumulate ? y0 : std::vector<float>(m * n), alone = together;
+  MatMul(x.data(), k, m, w, together.data(), n, ctx, accumulate);
+  for (size_t t = 0; t < m; ++t)
+    MatMul(x.data() + t * k, k, 1, w, alone.data() + t * n, n, ctx, accumulate);
   for (size_t i = 0; i < together.size(); ++i)
-    ASSERT_EQ(std::memcmp(&together[i], &alone[i], 4), 0) << what << " m " << m << " i " << i;
+    ASSERT_EQ(std::memcmp(&together[i], &alone[i], 4), 0)
+        << what << (accumulate ? " accumulate" : "") << " m " << m << " i " << i;
 }
 
 inline std::vector<float> RandomF32(size_t n, std::mt19937& rng, float lo = -1, float hi = 1) {
