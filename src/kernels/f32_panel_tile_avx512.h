@@ -1,8 +1,8 @@
 // The register tile of the avx512 table's panel GEMMs on f32 FMAs (bf16 panels:
 // matmul_bf16_panels_avx512.cc; FP8 panels: matmul_fp8_panels_avx512.cc): up to 12 tokens of
-// avx2::PackX's packed x (two 6-token tiles) × up to 2 panels of 16 rows, one zmm accumulator per
-// (token, panel). Per column, P weight vectors and 12 broadcasts feed 12 · P FMAs; with P = 2
-// that is 24 of the 32 registers, and the loads (13 per 24 FMAs) stay below the two load ports.
+// avx2::PackX's packed x (two 6-token tiles) × up to 4 panels of 16 rows, one zmm accumulator per
+// (token, panel), at most 24 of them (bf16: 12 x 2; FP8: 6 x 4). Per column, P weight vectors and
+// M broadcasts feed M · P FMAs.
 // Include only from TUs built with the AVX-512 flags.
 #pragma once
 
@@ -24,12 +24,15 @@ inline constexpr size_t kPanelTileRows = 16;                // rows per panel (o
 // M tokens × P panels of f32 sums.
 template <int M, int P>
 struct F32PanelTile {
+  static_assert(M <= kMaxTileTokens && P <= 4 && M * P <= 24,
+                "accumulators, weights and a "
+                "broadcast in 32 registers; the unroll pragmas below cover P <= 4");
   __m512 acc[M][P];
 
   F32PanelTile() {
 #pragma GCC unroll 12
     for (int t = 0; t < M; ++t)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int p = 0; p < P; ++p) acc[t][p] = _mm512_setzero_ps();
   }
 
@@ -40,7 +43,7 @@ struct F32PanelTile {
     for (int t = 0; t < M; ++t) {
       const float* xt = t < int(kXTileTokens) ? x0 + t : x1 + (t - kXTileTokens);
       const __m512 xv = _mm512_set1_ps(xt[c * kXTileTokens]);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int p = 0; p < P; ++p) acc[t][p] = _mm512_fmadd_ps(xv, w[p], acc[t][p]);
     }
   }
@@ -52,7 +55,7 @@ struct F32PanelTile {
                  size_t ld_to, const size_t rows[P]) const {
 #pragma GCC unroll 12
     for (int t = 0; t < M; ++t)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int p = 0; p < P; ++p) {
         const __mmask16 mask = TailMask16(rows[p]);
         const __m512 sum =
@@ -67,7 +70,7 @@ struct F32PanelTile {
   void Store(float* y, size_t ldy, const size_t rows[P], bool accumulate) const {
 #pragma GCC unroll 12
     for (int t = 0; t < M; ++t)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int p = 0; p < P; ++p) {
         const __mmask16 mask = TailMask16(rows[p]);
         float* out = y + t * ldy + p * kPanelTileRows;

@@ -117,31 +117,25 @@ void DecodeBlock(const uint8_t* panel, size_t k0, size_t kc, float* pack) {
 // alternating in one process). Against scaling each weight as it is decoded (the order before
 // it, not batch-invariant): 1.03x the time at 512 and 128 tokens, 0.96-1.02x at 17-32.
 //
-// Each column is one 64-byte line of the block in L2, prefetched 16 columns ahead into L1: the
-// f32 block streams twice the bytes of a bf16 panel's, more than the hardware prefetchers kept up
-// with. One core (Ice Lake), [1536 x 3072] at 512 tokens, calls alternating in one process: 139-141
-// -> 145-148 GFLOP/s ([3072 x 1536] at 128 tokens 125-130 -> 133-135; at 16 tokens unchanged; the
-// bf16 kernel's lines, half the bytes, gained nothing from the same prefetch).
+// Each column of a panel is one 64-byte line of the block, in L2 or (the small-x order) L1; the
+// hardware prefetchers follow the P streams (with the 12 x 2 tile before, 16 columns requested
+// ahead had gained 4%; with 6 x 4 it cost 2-3%: one more load-port uop per FMA group of four).
 template <int M, int P>
 void PackTile(const float* x0, const float* x1, const float* const* pack,
               const float* const* scales, size_t col0, size_t k0, size_t kc, float* y, size_t ldy,
               const size_t* rows, bool from_y) {
-  constexpr size_t kPrefetchBytes = 1024, kSumsLd = P * kRows;
+  constexpr size_t kSumsLd = P * kRows;
   alignas(64) float sums[M * kSumsLd];
   ForEachFp8ScaleBlock(col0, k0, k0 + kc, [&](size_t c0, size_t c1, size_t b) {
     F32PanelTile<M, P> tile;
     for (size_t c = c0 - k0; c < c1 - k0; ++c) {
       __m512 w[P];
-#pragma GCC unroll 2
-      for (int p = 0; p < P; ++p) {
-        _mm_prefetch(reinterpret_cast<const char*>(pack[p] + c * kRows) + kPrefetchBytes,
-                     _MM_HINT_T0);
-        w[p] = _mm512_load_ps(pack[p] + c * kRows);
-      }
+#pragma GCC unroll 4
+      for (int p = 0; p < P; ++p) w[p] = _mm512_load_ps(pack[p] + c * kRows);
       tile.Column(x0, x1, c, w);
     }
     __m512 scale[P];  // (Σ x · e4m3 · 2^-8) · (scale · 256): Tile's (Σ · 256) · scale exactly
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int p = 0; p < P; ++p)
       scale[p] = _mm512_mul_ps(_mm512_loadu_ps(scales[p] + b * kRows), _mm512_set1_ps(256.0f));
     const bool first = c0 == k0, last = c1 == k0 + kc;
@@ -150,22 +144,29 @@ void PackTile(const float* x0, const float* x1, const float* const* pack,
   });
 }
 
-// Register tiles of 12 tokens x 2 panels, as the bf16 panel kernel's (whose shapes were measured).
-constexpr size_t kGroupPanels = 2, kGroupTokens = 12;
-static_assert(kGroupTokens == size_t(kMaxTileTokens));  // a tile starts on an x tile
+// Register tiles of 6 tokens (one x tile) x 4 panels: per column 4 weight loads and 6 broadcasts
+// feed 24 FMAs, where the bf16 kernel's 12 x 2 tile takes 2 + 12 (its weights need a widening op
+// per column and panel, on the FMA ports: 6 x 4 doubles those, and measured 1.05-1.08x its time).
+// One core (Ice Lake), calls alternating in one process, the same bits, against 12 x 2 with its
+// prefetch: [1536 x 3072] at 512 / 24 tokens 0.92x the time, [3072 x 1536] at 512 / 128 0.93 /
+// 0.94x, [6144 x 3072] at 64 0.91x; the tile alone in L1 (a scratch loop, medians of 40 rounds
+// against an FMA-only probe) 89% of the probe's rate against 81%.
+constexpr size_t kGroupPanels = 4, kGroupTokens = kXTileTokens;
 constexpr auto kPackTiles =
     TileTable<kGroupPanels, kGroupTokens>([]<int M, int P>() { return &PackTile<M, P>; });
 
 // Decoded blocks of 256 columns x 32 panels (512 KiB of f32) stay in L2 while the register tiles
-// sweep them (panel_schedule.h).
+// sweep them (panel_schedule.h); in the small-x order, a 4-panel group's block (64 KiB) in L1 and
+// L2.
 constexpr size_t kPackCols = 256, kBlockPanels = (512 << 10) / (kPackCols * kRows * sizeof(float));
 static_assert(kBlockPanels % kGroupPanels == 0 && kPackCols % kFp8ScaleBlock == 0);
 
-// Up to kPanelGroupOrderMaxTokens tokens the GEMM decodes one panel pair's 256-column block at a
-// time and runs every token tile over it from L1 before the next (ForEachPanelGroupTile), rather
-// than 32 panels' blocks into L2 for tiles that then find them there. One core, [6144 x 3072] from
-// DRAM, calls alternating in one process: 17 / 24 / 32 / 64 tokens 0.87 / 0.88 / 0.91 / 0.93x the
-// time, the same bits; requesting the codes ahead in the decode added nothing.
+// Up to kPanelGroupOrderMaxTokens tokens the GEMM decodes one panel group's 256-column block at a
+// time and runs every token tile over it before the next (ForEachPanelGroupTile), rather than 32
+// panels' blocks into L2 for tiles that then find them there. One core, [6144 x 3072] from DRAM,
+// calls alternating in one process, with the 12 x 2 tile (a pair's block of 32 KiB in L1): 17 / 24
+// / 32 / 64 tokens 0.87 / 0.88 / 0.91 / 0.93x the time, the same bits; requesting the codes ahead
+// in the decode added nothing.
 
 using TileFn = void (*)(const float*, size_t, const uint8_t*, const float*, size_t, size_t, float*,
                         size_t, size_t, bool);
@@ -205,8 +206,8 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
   size_t p0 = 0;  // the decoded block's first panel
   // Each block is decoded once per call, then every register tile sweeps it. Column blocks end on
   // the weight's scale blocks (a block sum is scaled as its block ends). Up to
-  // kPanelGroupOrderMaxTokens tokens a block is one panel pair's (ForEachPanelGroupTile's order, as
-  // the bf16 GEMM).
+  // kPanelGroupOrderMaxTokens tokens a block is one panel group's (ForEachPanelGroupTile's order,
+  // as the bf16 GEMM).
   const size_t kc_first = kPackCols - w.col0 % kFp8ScaleBlock;
   const auto schedule = [&](const auto& block, const auto& tile) {
     if (m <= kPanelGroupOrderMaxTokens)
@@ -232,9 +233,9 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
           panel_scales[q] = scales + pq * w.scale_stride;
           rows[q] = q < n ? rows_of(p + q) : 0;
         }
-        const float* x0 = xp + t * k + k0 * kXTileTokens;
-        kPackTiles[n][tokens](x0, x0 + kXTileTokens * k, packs, panel_scales, w.col0, k0, kc,
-                              y + t * ldy + p * kRows, ldy, rows, accumulate || k0 > 0);
+        const float* x0 = xp + t * k + k0 * kXTileTokens;  // one x tile: the tile reads no x1
+        kPackTiles[n][tokens](x0, x0, packs, panel_scales, w.col0, k0, kc, y + t * ldy + p * kRows,
+                              ldy, rows, accumulate || k0 > 0);
       });
 }
 
