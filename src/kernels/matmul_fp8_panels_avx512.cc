@@ -100,28 +100,29 @@ void Pair1(const float* x, const uint8_t* p, const float* sp, const uint8_t* q, 
   Store(yq, aq, kRows);
 }
 
-// Columns [k0, k0 + kc) of a panel → pack[i][16] = e4m3 · 2^-8 (DecodeColumn's values; the
-// scales, times 256, are applied to the block sums).
-void DecodeBlock(const uint8_t* panel, size_t k0, size_t kc, float* pack) {
-  for (size_t i = k0; i < k0 + kc; ++i)
-    _mm512_store_ps(pack + (i - k0) * kRows, DecodeColumn(panel + i * kRows));
-}
-
-// M tokens × P decoded panel blocks (pack[p]: columns [k0, k0 + kc) of 16 f32, whose ends are
-// scale block ends) on the f32 register tile: per scale block, the tile's sums from zero over the
-// block's columns, then scaled into the rows' running sums. Those start from y when it holds them
-// at column k0 (from_y: a later column block, or a call that adds into y), else from zero, stay in
-// an L1 array between the call's scale blocks, and end in y. Why not in y between blocks: a
-// token's rows of y lie ldy floats apart (3072 = 12 KiB: one L1 set), and the same steps through
-// y measured 2-3% slower ([1536 x 3072] at 512 tokens, [3072 x 1536] at 128, one core, calls
-// alternating in one process). Against scaling each weight as it is decoded (the order before
-// it, not batch-invariant): 1.03x the time at 512 and 128 tokens, 0.96-1.02x at 17-32.
+// M tokens × P decoded panel blocks (pack[p]: columns [k0, k0 + kc) of 16 f32, e4m3 · 2^-8 as
+// DecodeColumn gives them; their ends are scale block ends) on the f32 register tile: per scale
+// block, the tile's sums from zero over the block's columns, then scaled into the rows' running
+// sums. Those start from y when it holds them at column k0 (from_y: a later column block, or a call
+// that adds into y), else from zero, stay in an L1 array between the call's scale blocks, and end
+// in y. Why not in y between blocks: a token's rows of y lie ldy floats apart (3072 = 12 KiB: one
+// L1 set), and the same steps through y measured 2-3% slower ([1536 x 3072] at 512 tokens, [3072 x
+// 1536] at 128, one core, calls alternating in one process). Against scaling each weight as it is
+// decoded (the order before it, not batch-invariant): 1.03x the time at 512 and 128 tokens,
+// 0.96-1.02x at 17-32.
+//
+// kDecode: the block's first token tile decodes the columns from the panels' codes (codes[p], at
+// column 0 of the view) and stores them into pack[p] as it multiplies them; the later tiles load
+// them from there. Against decoding the whole block before its first tile (a loop of decodes and
+// stores with no FMAs for the code loads' misses to hide behind), one core, calls alternating in
+// one process, the same bits: [3072 x 1536] at 128 tokens (a prefill's expert) 0.96x the time,
+// [1536 x 3072] at 24 0.87x, [6144 x 3072] at 48 0.94x, at 512 1.00x.
 //
 // Each column of a panel is one 64-byte line of the block, in L2 or (the small-x order) L1; the
 // hardware prefetchers follow the P streams (with the 12 x 2 tile before, 16 columns requested
 // ahead had gained 4%; with 6 x 4 it cost 2-3%: one more load-port uop per FMA group of four).
-template <int M, int P>
-void PackTile(const float* x0, const float* x1, const float* const* pack,
+template <int M, int P, bool kDecode>
+void PackTile(const uint8_t* const* codes, const float* x0, const float* x1, float* const* pack,
               const float* const* scales, size_t col0, size_t k0, size_t kc, float* y, size_t ldy,
               const size_t* rows, bool from_y) {
   constexpr size_t kSumsLd = P * kRows;
@@ -131,7 +132,14 @@ void PackTile(const float* x0, const float* x1, const float* const* pack,
     for (size_t c = c0 - k0; c < c1 - k0; ++c) {
       __m512 w[P];
 #pragma GCC unroll 4
-      for (int p = 0; p < P; ++p) w[p] = _mm512_load_ps(pack[p] + c * kRows);
+      for (int p = 0; p < P; ++p) {
+        if constexpr (kDecode) {
+          w[p] = DecodeColumn(codes[p] + (k0 + c) * kRows);
+          _mm512_store_ps(pack[p] + c * kRows, w[p]);
+        } else {
+          w[p] = _mm512_load_ps(pack[p] + c * kRows);
+        }
+      }
       tile.Column(x0, x1, c, w);
     }
     __m512 scale[P];  // (Σ x · e4m3 · 2^-8) · (scale · 256): Tile's (Σ · 256) · scale exactly
@@ -153,7 +161,9 @@ void PackTile(const float* x0, const float* x1, const float* const* pack,
 // against an FMA-only probe) 89% of the probe's rate against 81%.
 constexpr size_t kGroupPanels = 4, kGroupTokens = kXTileTokens;
 constexpr auto kPackTiles =
-    TileTable<kGroupPanels, kGroupTokens>([]<int M, int P>() { return &PackTile<M, P>; });
+    TileTable<kGroupPanels, kGroupTokens>([]<int M, int P>() { return &PackTile<M, P, false>; });
+constexpr auto kDecodeTiles =
+    TileTable<kGroupPanels, kGroupTokens>([]<int M, int P>() { return &PackTile<M, P, true>; });
 
 // Decoded blocks of 256 columns x 32 panels (512 KiB of f32) stay in L2 while the register tiles
 // sweep them (panel_schedule.h). In the small-x order a block is a 4-panel group's 128 columns
@@ -209,8 +219,8 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
   const auto* scales = static_cast<const float*>(w.scales);
   auto rows_of = [&](size_t p) { return w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows; };
   size_t p0 = 0;  // the decoded block's first panel
-  // Each block is decoded once per call, then every register tile sweeps it. Column blocks end on
-  // the weight's scale blocks (a block sum is scaled as its block ends). Up to
+  // Each block is decoded once per call, by its first token tile, then every later tile sweeps it.
+  // Column blocks end on the weight's scale blocks (a block sum is scaled as its block ends). Up to
   // kPanelGroupOrderMaxTokens tokens a block is one panel group's (ForEachPanelGroupTile's order,
   // as the bf16 GEMM).
   const size_t off_block = w.col0 % kFp8ScaleBlock;
@@ -222,26 +232,24 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
       ForEachPanelBlockTile<kGroupPanels, kGroupTokens>(m, k, panels, kPackCols, kBlockPanels,
                                                         block, tile, kPackCols - off_block);
   };
-  schedule(
-      [&](size_t k0, size_t kc, size_t first, size_t end) {
-        p0 = first;
-        for (size_t p = first; p < end; ++p)
-          DecodeBlock(codes + p * w.row_stride, k0, kc, pack + (p - first) * kPackCols * kRows);
-      },
-      [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t n) {
-        const float* packs[kGroupPanels];
-        const float* panel_scales[kGroupPanels];
-        size_t rows[kGroupPanels];
-        for (size_t q = 0; q < kGroupPanels; ++q) {
-          const size_t pq = p + (q < n ? q : 0);
-          packs[q] = pack + (pq - p0) * kPackCols * kRows;
-          panel_scales[q] = scales + pq * w.scale_stride;
-          rows[q] = q < n ? rows_of(p + q) : 0;
-        }
-        const float* x0 = xp + t * k + k0 * kXTileTokens;  // one x tile: the tile reads no x1
-        kPackTiles[n][tokens](x0, x0, packs, panel_scales, w.col0, k0, kc, y + t * ldy + p * kRows,
-                              ldy, rows, accumulate || k0 > 0);
-      });
+  schedule([&](size_t, size_t, size_t first, size_t) { p0 = first; },
+           [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t n) {
+             const uint8_t* panel_codes[kGroupPanels];
+             float* packs[kGroupPanels];
+             const float* panel_scales[kGroupPanels];
+             size_t rows[kGroupPanels];
+             for (size_t q = 0; q < kGroupPanels; ++q) {
+               const size_t pq = p + (q < n ? q : 0);
+               panel_codes[q] = codes + pq * w.row_stride;
+               packs[q] = pack + (pq - p0) * kPackCols * kRows;
+               panel_scales[q] = scales + pq * w.scale_stride;
+               rows[q] = q < n ? rows_of(p + q) : 0;
+             }
+             const float* x0 = xp + t * k + k0 * kXTileTokens;  // one x tile: the tile reads no x1
+             (t == 0 ? kDecodeTiles : kPackTiles)[n][tokens](
+                 panel_codes, x0, x0, packs, panel_scales, w.col0, k0, kc, y + t * ldy + p * kRows,
+                 ldy, rows, accumulate || k0 > 0);
+           });
 }
 
 }  // namespace moeserve::kernels::avx512
