@@ -9,8 +9,8 @@ namespace moeserve::kernels {
 // Column blocks of at most kc_max columns; in each, blocks of block_panels panels (a multiple of
 // kGroup) that stay in L2 while every register tile of at most kTokens tokens sweeps them, kGroup
 // panels at a time, the tile's x (kTokens × kc_max f32) staying in L1. block(k0, kc, p0, p1)
-// prepares panels [p0, p1) for columns [k0, k0 + kc) (the AVX2 FP8 kernel decodes them there; the
-// avx512 one in their first token tile, which runs first: t = 0 before any later t of a block);
+// prepares panels [p0, p1) for columns [k0, k0 + kc) (the FP8 kernels decode them in the block's
+// first token tile instead, which runs first: t = 0 before any later t of a block);
 // tile(t, tokens, k0, kc, p, n) runs tokens [t, t + tokens) over panels [p, p + n).
 //
 // Why the weights in L2 and x in L1, not a panel group in L1 and a token block's x in L2: per
