@@ -156,6 +156,16 @@ void GemvFp8Panels(const float* xr, size_t ld, size_t m, const WeightMatrix& w, 
 // token's row of y the same as alone (m = 1).
 inline constexpr size_t kFp8AffineGemvMaxTokens = 7;  // every GEMV size (below kGemmMinM)
 inline constexpr size_t kFp8AffineMaxTokens = 16;
+// Whether the avx512 table sends m tokens (at most kFp8AffineMaxTokens) of an FP8 panel view that
+// the affine GEMV could take to the GEMM (MatMulFp8Panels) instead: from 10 tokens when the GEMM's
+// last 6-token register tile is full or holds 4-5 tokens (a tile of 1-3 fills at most 12 of its 24
+// accumulators, where the GEMV splits the tokens into even groups). One core (Ice Lake), from
+// DRAM, calls alternating in one process, GEMM / GEMV time: [3072 x 3072] at 9 / 10 / 11 / 12 /
+// 13 / 14 / 15 / 16 / 17 tokens 1.12 / 0.94 / 0.91 / 0.94 / 1.03 / 1.07 / 1.10 / 0.93 / 0.82,
+// [1536 x 3072] and [3072 x 1536] at 10 / 12 / 16 0.87-0.91; the same bits either way.
+inline constexpr bool Fp8GemmTakesFromAffine(size_t m) {
+  return m >= 10 && (m % 6 == 0 || m % 6 >= 4);
+}
 void GemvFp8PanelsAffine(const float* xr, size_t ld, size_t m, const WeightMatrix& w, float* y,
                          size_t ldy, bool accumulate);
 // The same y for any m (meant for m >= kGemmMinM) on x packed by avx2::PackX from bf16-rounded

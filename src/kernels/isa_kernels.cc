@@ -199,21 +199,24 @@ void UnpackXRows(const float* xp, size_t m, size_t k, float* rows) {
 void Avx512Fp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, size_t n1, float* y,
                         size_t ldy, bool accumulate, WorkerScratch& s) {
   static const bool affine = GetCpuFeatures().avx512_vbmi && GetCpuFeatures().gfni;
-  // Up to 16 tokens the affine kernel beats the f32 GEMM (which decodes each block to f32 in L2
-  // for its 12- and 4-token tiles): one core, from DRAM, 8 / 12 / 16 tokens 1.57x / 1.18x / 1.11x
-  // ([3072 x 3072]), so x that arrives packed for the GEMM (from 8 tokens, and a MoE expert's few
-  // rows, which GroupedX packs in the layout of the largest expert's GEMM) is unpacked into rows
-  // (m·k floats). On Ice Lake the GEMM at 4 tokens had decoded each block at ~half the affine
-  // GEMV's rate (the FP8 bench checkpoint's 16-sequence step: experts at 8.1 GB/s on two cores).
-  const bool affine_rows = affine && w.col0 % 4 == 0 && x.m <= avx512::kFp8AffineMaxTokens;
-  // Without it (Cascade Lake), up to two GEMV calls of at most 7 tokens each (each decoding every
-  // panel again) rather than the GEMM on decoded blocks: one core (Ice Lake, this GEMV), [1536 x
-  // 3072] and [3072 x 1536] from DRAM, calls alternating in one process: 8-14 tokens 0.85-0.91x
-  // the GEMM's time, 16 (three calls) 1.08x; and each token's y is the same bits as alone.
-  constexpr size_t kGemvTokens = kGemmMinM - 1, kGemvMaxTokens = 2 * kGemvTokens;
+  // The affine kernel takes up to 16 tokens but where the GEMM's 6-token tiles are better
+  // (Fp8GemmTakesFromAffine; against the GEMM of 12 x 2 tiles that decoded each block before its
+  // tiles, it had been 1.57x / 1.18x / 1.11x at 8 / 12 / 16 tokens). x that arrives packed for the
+  // GEMM (from 8 tokens, and a MoE expert's few rows, which GroupedX packs in the layout of the
+  // largest expert's GEMM) is unpacked into rows (m·k floats) for it. On Ice Lake the GEMM at 4
+  // tokens had decoded each block at ~half the affine GEMV's rate (the FP8 bench checkpoint's
+  // 16-sequence step: experts at 8.1 GB/s on two cores).
+  const bool affine_rows = affine && w.col0 % 4 == 0 && x.m <= avx512::kFp8AffineMaxTokens &&
+                           !avx512::Fp8GemmTakesFromAffine(x.m);
+  // Without it (Cascade Lake), the GEMV below kGemmMinM tokens, the GEMM from there: one core
+  // (Ice Lake, this GEMV), [1536 x 3072] from DRAM, calls alternating in one process, the GEMM
+  // against two GEMV calls of at most 7 tokens (each decoding every panel again; the path up to
+  // 14 tokens while the GEMM decoded each block before its tiles): 8 / 10 / 12 / 14 tokens 0.79 /
+  // 0.71 / 0.71 / 0.81x the time. Each token's y is the same bits either way.
+  constexpr size_t kGemvTokens = kGemmMinM - 1;
   const float* xr = x.f32;
   size_t ld = x.ld;
-  if (!xr && x.packed_f32 && (affine_rows || x.m <= kGemvMaxTokens)) {
+  if (!xr && x.packed_f32 && (affine_rows || x.m <= kGemvTokens)) {
     float* rows = s.xpack.As<float>(x.m * w.cols);
     UnpackXRows(x.packed_f32, x.m, w.cols, rows);
     xr = rows;
@@ -225,14 +228,11 @@ void Avx512Fp8PanelRows(const PreparedX& x, const WeightMatrix& w, size_t n0, si
                                 avx512::GemvFp8PanelsAffine(xr, ld, x.m, Fp8PanelRows(w, g0, n), yg,
                                                             ldyg, acc);
                               });
-  if (xr && x.m <= kGemvMaxTokens)
+  if (xr && x.m <= kGemvTokens)
     return RowsFromGroupStart(kFp8PanelRows, x.m, w.rows, n0, n1, y, ldy, accumulate, s.panel,
                               [&](size_t g0, size_t n, float* yg, size_t ldyg, bool acc) {
-                                const WeightMatrix wg = Fp8PanelRows(w, g0, n);
-                                for (size_t t = 0; t < x.m; t += kGemvTokens)
-                                  avx512::GemvFp8Panels(xr + t * ld, ld,
-                                                        std::min(kGemvTokens, x.m - t), wg,
-                                                        yg + t * ldyg, ldyg, acc);
+                                avx512::GemvFp8Panels(xr, ld, x.m, Fp8PanelRows(w, g0, n), yg, ldyg,
+                                                      acc);
                               });
   const float* xp = PackedXForAvx2(x, w.cols, s);
   float* pack = s.pack.As<float>(avx512::Fp8PanelPackFloats());

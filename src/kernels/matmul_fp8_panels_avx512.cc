@@ -168,9 +168,9 @@ constexpr auto kDecodeTiles =
 // Decoded blocks of 256 columns x 32 panels (512 KiB of f32) stay in L2 while the register tiles
 // sweep them (panel_schedule.h). In the small-x order a block is a 4-panel group's 128 columns
 // (32 KiB), which stays in L1 for the token tiles after the first: against 256 columns (64 KiB),
-// one core, 17 / 20 / 32 tokens 0.96 / 0.94 / 0.98x the time, 48 / 64 within 2% (the GEMM's
-// sizes here: the affine GEMV takes up to 16 tokens on VBMI / GFNI cores, two GEMV calls up to 14
-// on the others; Avx512Fp8PanelRows).
+// one core, 17 / 20 / 32 tokens 0.96 / 0.94 / 0.98x the time, 48 / 64 within 2% (measured while
+// the GEMM took FP8 views from 17 tokens on VBMI / GFNI cores, 15 on the others; now from 8 or
+// 10, Avx512Fp8PanelRows).
 constexpr size_t kPackCols = 256, kBlockPanels = (512 << 10) / (kPackCols * kRows * sizeof(float));
 constexpr size_t kGroupPackCols = 128;
 static_assert(kBlockPanels % kGroupPanels == 0 && kPackCols % kFp8ScaleBlock == 0 &&
