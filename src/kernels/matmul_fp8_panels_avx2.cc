@@ -1,9 +1,9 @@
 // AVX2 + FMA + F16C MatMul over FP8 weights repacked in 16-row panels (fp8_panels.h). A column's
 // 16 codes become 16 f32 weights in a broadcast load, a byte shuffle, a shift, a mask, a store
 // and two vcvtph2ps from it (e4m3_half_bits.h).
-// Up to 12 tokens: codes decoded in the register tile (6 tokens at a time). More tokens: a block
-// of panels decoded once per call into f32 panels and swept by a register tile of 6 tokens for
-// every tile of tokens (panel_schedule.h).
+// Up to 6 tokens: codes decoded in the register tile. More tokens: a block of panels decoded once
+// per call into f32 panels (by the block's first token tile) and swept by a register tile of 6
+// tokens for every tile of tokens (panel_schedule.h).
 //
 // Numerics, every path (the GEMM's too, so a token's y does not depend on its batch): per row, a
 // running sum that starts at y when the call adds into y and at zero otherwise; per 128-column
@@ -154,11 +154,13 @@ void SmallPair1(const float* xp, const uint8_t* p, const float* sp, const uint8_
 using SmallFn = void (*)(const float*, const uint8_t*, const float*, size_t, size_t, float*, size_t,
                          size_t, bool);
 constexpr size_t kSmallTokens = 6;  // SmallTile's largest M
-// Up to this many x tiles (12 tokens) a panel runs SmallTile once per tile, decoding its codes
-// again for each, rather than the decoded-panel GEMM: one core, [1536 x 3072] and [3072 x 1536]
-// from DRAM, calls alternating in one process, 7-12 tokens 1.13-1.46x faster, 13-18 tokens
-// 0.86-0.97x. Every token's y is then the same bits as alone (SmallTile's arithmetic).
-constexpr size_t kSmallTiles = 2;
+// Up to this many x tiles a panel runs SmallTile once per tile, decoding its codes again for each,
+// rather than the decoded-panel GEMM. Two (12 tokens) while the GEMM decoded each block before its
+// tiles (one core, [1536 x 3072] and [3072 x 1536] from DRAM, calls alternating in one process:
+// 7-12 tokens 1.13-1.46x faster, 13-18 0.86-0.97x); one since it decodes in its first token tile
+// (the GEMM against two SmallTile passes, Ice Lake, [1536 x 3072]: 7 / 9 / 10 / 12 tokens 0.97 /
+// 0.88 / 0.88 / 0.88x the time). Every token's y is the same bits either way.
+constexpr size_t kSmallTiles = 1;
 constexpr SmallFn kSmall[kSmallTokens + 1] = {
     nullptr, SmallTile<1>, SmallTile<2>, SmallTile<3>, SmallTile<4>, SmallTile<5>, SmallTile<6>};
 
