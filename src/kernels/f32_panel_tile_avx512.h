@@ -24,9 +24,8 @@ inline constexpr size_t kPanelTileRows = 16;                // rows per panel (o
 // M tokens × P panels of f32 sums.
 template <int M, int P>
 struct F32PanelTile {
-  static_assert(M <= kMaxTileTokens && P <= 4 && M * P <= 24,
-                "accumulators, weights and a "
-                "broadcast in 32 registers; the unroll pragmas below cover P <= 4");
+  // The accumulators, P weights and a broadcast in 32 registers; the unroll pragmas cover P <= 4.
+  static_assert(M <= kMaxTileTokens && P <= 4 && M * P <= 24);
   __m512 acc[M][P];
 
   F32PanelTile() {

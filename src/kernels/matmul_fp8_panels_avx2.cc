@@ -166,11 +166,11 @@ constexpr SmallFn kSmall[kSmallTokens + 1] = {
 
 // M ≤ 6 tokens (the packed x tile at xt) × one decoded block (pack: columns [k0, k0 + kc) of a
 // panel as e4m3 · 2^-8, DecodeColumn's values; its ends are scale block ends) → y, SmallTile's
-// arithmetic. The rows' running sums
-// start from y when it holds them at column k0 (from_y: a later column block, or a call that adds
-// into y), else from zero, stay in an L1 array between the call's scale blocks (a token's rows of
-// y lie in one L1 set at MiniMax-M2's widths: matmul_fp8_panels_avx512.cc's PackTile) and end in
-// y.
+// arithmetic. The rows' running sums start from y when it holds them at column k0 (from_y: a later
+// column block, or a call that adds into y), else from zero, stay in an L1 array between the
+// call's scale blocks (a token's rows of y lie in one L1 set at MiniMax-M2's widths:
+// matmul_fp8_panels_avx512.cc's PackTile) and end in y.
+//
 // kDecode: the block's first token tile decodes the columns from the panel's codes (at column 0
 // of the view) and stores them into pack as it multiplies them; the later tiles load them from
 // there. Against decoding the block before its first tile (decodes and stores with no FMAs for

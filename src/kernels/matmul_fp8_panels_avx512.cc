@@ -119,8 +119,8 @@ void Pair1(const float* x, const uint8_t* p, const float* sp, const uint8_t* q, 
 // [1536 x 3072] at 24 0.87x, [6144 x 3072] at 48 0.94x, at 512 1.00x.
 //
 // Each column of a panel is one 64-byte line of the block, in L2 or (the small-x order) L1; the
-// hardware prefetchers follow the P streams (with the 12 x 2 tile before, 16 columns requested
-// ahead had gained 4%; with 6 x 4 it cost 2-3%: one more load-port uop per FMA group of four).
+// hardware prefetchers follow the P streams (with the 12 x 2 tile, 16 columns requested ahead
+// had gained 4%; with 6 x 4, whose loads each feed half the FMAs, the requests cost 2-3%).
 template <int M, int P, bool kDecode>
 void PackTile(const uint8_t* const* codes, const float* x0, const float* x1, float* const* pack,
               const float* const* scales, size_t col0, size_t k0, size_t kc, float* y, size_t ldy,
