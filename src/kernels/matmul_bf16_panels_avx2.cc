@@ -185,19 +185,16 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
     return;
   }
   const bool stream = m <= kPanelGroupOrderMaxTokens;
-  const auto tile = [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t) {
+  const auto tile = [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t, size_t) {
     const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
     (stream ? kStreamTiles : kTiles)[tokens](
         xp + t * k + k0 * kTile, base + p * w.row_stride + k0 * kRows, kc, y + t * ldy + p * kRows,
         ldy, rows, accumulate || k0 > 0);
   };
   // Either order adds each kBf16PanelSumCols block into y in column order: the same bits.
-  if (stream)
-    return ForEachPanelGroupTile<1, kTile>(
-        m, k, panels, kBf16PanelSumCols, [](size_t, size_t, size_t, size_t) {}, tile);
+  if (stream) return ForEachPanelGroupTile<1, kTile>(m, k, panels, kBf16PanelSumCols, tile);
   const PanelBlocking b = PanelBlockingFor(m, k, kRows * sizeof(bf16));
-  ForEachPanelBlockTile<1, kTile>(
-      m, k, panels, b.kc, b.block_panels, [](size_t, size_t, size_t, size_t) {}, tile);
+  ForEachPanelBlockTile<1, kTile>(m, k, panels, b.kc, b.block_panels, tile);
 }
 
 }  // namespace moeserve::kernels::avx2

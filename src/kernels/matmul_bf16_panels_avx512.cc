@@ -163,7 +163,7 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
                    kBlockPanels = (512 << 10) / (kKc * kRows * sizeof(bf16));
   static_assert(kBlockPanels % kGroupPanels == 0);
   const bool stream = m <= kPanelGroupOrderMaxTokens;
-  const auto tile = [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t n) {
+  const auto tile = [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t n, size_t) {
     const bf16* pp[kGroupPanels];
     size_t rows[kGroupPanels];
     for (size_t q = 0; q < kGroupPanels; ++q) {
@@ -177,11 +177,9 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
   };
   // Either order adds each 256-column block into y in column order: the same bits.
   if (stream)
-    ForEachPanelGroupTile<kGroupPanels, kGroupTokens>(
-        m, k, panels, kKc, [](size_t, size_t, size_t, size_t) {}, tile);
+    ForEachPanelGroupTile<kGroupPanels, kGroupTokens>(m, k, panels, kKc, tile);
   else
-    ForEachPanelBlockTile<kGroupPanels, kGroupTokens>(
-        m, k, panels, kKc, kBlockPanels, [](size_t, size_t, size_t, size_t) {}, tile);
+    ForEachPanelBlockTile<kGroupPanels, kGroupTokens>(m, k, panels, kKc, kBlockPanels, tile);
 }
 
 }  // namespace moeserve::kernels::avx512

@@ -283,20 +283,17 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
   const PanelBlocking b =
       stream ? PanelBlocking{kStreamCols, 1} : PanelBlockingFor(m, k, kRows * sizeof(float));
   const size_t kc_first = b.kc >= k ? k : b.kc - w.col0 % kFp8ScaleBlock;
-  const auto schedule = [&](const auto& block, const auto& tile) {
-    if (stream)
-      ForEachPanelGroupTile<1, kTile>(m, k, panels, b.kc, block, tile, kc_first);
-    else
-      ForEachPanelBlockTile<1, kTile>(m, k, panels, b.kc, b.block_panels, block, tile, kc_first);
+  const auto tile = [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t,
+                        size_t first) {
+    (t == 0 ? kBlockTiles<true> : kBlockTiles<false>)[tokens](
+        codes + p * w.row_stride, xp + t * k, pack + (p - first) * b.kc * kRows,
+        scales + p * w.scale_stride, w.col0, k0, kc, y + t * ldy + p * kRows, ldy, rows_of(p),
+        accumulate || k0 > 0);
   };
-  size_t p0 = 0;  // the decoded block's first panel
-  schedule([&](size_t, size_t, size_t first, size_t) { p0 = first; },
-           [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t) {
-             (t == 0 ? kBlockTiles<true> : kBlockTiles<false>)[tokens](
-                 codes + p * w.row_stride, xp + t * k, pack + (p - p0) * b.kc * kRows,
-                 scales + p * w.scale_stride, w.col0, k0, kc, y + t * ldy + p * kRows, ldy,
-                 rows_of(p), accumulate || k0 > 0);
-           });
+  if (stream)
+    ForEachPanelGroupTile<1, kTile>(m, k, panels, b.kc, tile, kc_first);
+  else
+    ForEachPanelBlockTile<1, kTile>(m, k, panels, b.kc, b.block_panels, tile, kc_first);
 }
 
 }  // namespace moeserve::kernels::avx2

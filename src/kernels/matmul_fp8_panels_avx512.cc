@@ -218,38 +218,35 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
   const auto* codes = static_cast<const uint8_t*>(w.data);
   const auto* scales = static_cast<const float*>(w.scales);
   auto rows_of = [&](size_t p) { return w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows; };
-  size_t p0 = 0;  // the decoded block's first panel
   // Each block is decoded once per call, by its first token tile, then every later tile sweeps it.
   // Column blocks end on the weight's scale blocks (a block sum is scaled as its block ends). Up to
   // kPanelGroupOrderMaxTokens tokens a block is one panel group's (ForEachPanelGroupTile's order,
   // as the bf16 GEMM).
-  const size_t off_block = w.col0 % kFp8ScaleBlock;
-  const auto schedule = [&](const auto& block, const auto& tile) {
-    if (m <= kPanelGroupOrderMaxTokens)
-      ForEachPanelGroupTile<kGroupPanels, kGroupTokens>(m, k, panels, kGroupPackCols, block, tile,
-                                                        kGroupPackCols - off_block);
-    else
-      ForEachPanelBlockTile<kGroupPanels, kGroupTokens>(m, k, panels, kPackCols, kBlockPanels,
-                                                        block, tile, kPackCols - off_block);
+  const auto tile = [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t n,
+                        size_t first) {
+    const uint8_t* panel_codes[kGroupPanels];
+    float* packs[kGroupPanels];
+    const float* panel_scales[kGroupPanels];
+    size_t rows[kGroupPanels];
+    for (size_t q = 0; q < kGroupPanels; ++q) {
+      const size_t pq = p + (q < n ? q : 0);
+      panel_codes[q] = codes + pq * w.row_stride;
+      packs[q] = pack + (pq - first) * kPackCols * kRows;
+      panel_scales[q] = scales + pq * w.scale_stride;
+      rows[q] = q < n ? rows_of(p + q) : 0;
+    }
+    const float* x0 = xp + t * k + k0 * kXTileTokens;  // one x tile: the tile reads no x1
+    (t == 0 ? kDecodeTiles : kPackTiles)[n][tokens](panel_codes, x0, x0, packs, panel_scales,
+                                                    w.col0, k0, kc, y + t * ldy + p * kRows, ldy,
+                                                    rows, accumulate || k0 > 0);
   };
-  schedule([&](size_t, size_t, size_t first, size_t) { p0 = first; },
-           [&](size_t t, size_t tokens, size_t k0, size_t kc, size_t p, size_t n) {
-             const uint8_t* panel_codes[kGroupPanels];
-             float* packs[kGroupPanels];
-             const float* panel_scales[kGroupPanels];
-             size_t rows[kGroupPanels];
-             for (size_t q = 0; q < kGroupPanels; ++q) {
-               const size_t pq = p + (q < n ? q : 0);
-               panel_codes[q] = codes + pq * w.row_stride;
-               packs[q] = pack + (pq - p0) * kPackCols * kRows;
-               panel_scales[q] = scales + pq * w.scale_stride;
-               rows[q] = q < n ? rows_of(p + q) : 0;
-             }
-             const float* x0 = xp + t * k + k0 * kXTileTokens;  // one x tile: the tile reads no x1
-             (t == 0 ? kDecodeTiles : kPackTiles)[n][tokens](
-                 panel_codes, x0, x0, packs, panel_scales, w.col0, k0, kc, y + t * ldy + p * kRows,
-                 ldy, rows, accumulate || k0 > 0);
-           });
+  const size_t off_block = w.col0 % kFp8ScaleBlock;
+  if (m <= kPanelGroupOrderMaxTokens)
+    ForEachPanelGroupTile<kGroupPanels, kGroupTokens>(m, k, panels, kGroupPackCols, tile,
+                                                      kGroupPackCols - off_block);
+  else
+    ForEachPanelBlockTile<kGroupPanels, kGroupTokens>(m, k, panels, kPackCols, kBlockPanels, tile,
+                                                      kPackCols - off_block);
 }
 
 }  // namespace moeserve::kernels::avx512
