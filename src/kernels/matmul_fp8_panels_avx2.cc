@@ -153,14 +153,15 @@ void SmallPair1(const float* xp, const uint8_t* p, const float* sp, const uint8_
 
 using SmallFn = void (*)(const float*, const uint8_t*, const float*, size_t, size_t, float*, size_t,
                          size_t, bool);
-constexpr size_t kSmallTokens = 6;  // SmallTile's largest M
-// Up to this many x tiles a panel runs SmallTile once per tile, decoding its codes again for each,
-// rather than the decoded-panel GEMM. Two (12 tokens) while the GEMM decoded each block before its
-// tiles (one core, [1536 x 3072] and [3072 x 1536] from DRAM, calls alternating in one process:
-// 7-12 tokens 1.13-1.46x faster, 13-18 0.86-0.97x); one since it decodes in its first token tile
-// (the GEMM against two SmallTile passes, Ice Lake, [1536 x 3072]: 7 / 9 / 10 / 12 tokens 0.97 /
-// 0.88 / 0.88 / 0.88x the time). Every token's y is the same bits either way.
-constexpr size_t kSmallTiles = 1;
+constexpr size_t kSmallTokens = 6;     // SmallTile's largest M
+static_assert(kSmallTokens == kTile);  // its tokens are one packed x tile
+// Up to kSmallTokens tokens (one x tile) a panel runs SmallTile, decoding its codes in registers;
+// from 7 the decoded-panel GEMM. While the GEMM decoded each block before its tiles, 7-12 tokens
+// had run SmallTile once per x tile, decoding the codes again for each (one core, [1536 x 3072] and
+// [3072 x 1536] from DRAM, calls alternating in one process: 1.13-1.46x faster then, 13-18
+// 0.86-0.97x); since it decodes in its first token tile, the GEMM against those two passes (Ice
+// Lake, [1536 x 3072]): 7 / 9 / 10 / 12 tokens 0.97 / 0.88 / 0.88 / 0.88x the time. Every token's
+// y is the same bits either way.
 constexpr SmallFn kSmall[kSmallTokens + 1] = {
     nullptr, SmallTile<1>, SmallTile<2>, SmallTile<3>, SmallTile<4>, SmallTile<5>, SmallTile<6>};
 
@@ -225,7 +226,7 @@ void BlockTile(const uint8_t* codes, const float* xt, float* pack, const float* 
   });
 }
 
-// Above kSmallTiles x tiles and up to kPanelGroupOrderMaxTokens tokens the GEMM decodes one panel's
+// Above kSmallTokens and up to kPanelGroupOrderMaxTokens tokens the GEMM decodes one panel's
 // kStreamCols-column block at a time and runs every token tile over it from L1 before the next
 // (ForEachPanelGroupTile), rather than a whole panel (x within 256 KiB) or 256 columns of 256 KiB
 // of panels into L2 first. One core (Ice Lake), [6144 x 3072] from DRAM, calls alternating in one
@@ -266,13 +267,10 @@ void MatMulFp8Panels(const float* xp, size_t m, const WeightMatrix& w, float* y,
                  codes + q * w.row_stride, scales + q * w.scale_stride, k, w.col0, y + p * kRows,
                  y + q * kRows, accumulate);
     });
-  if (m <= kSmallTiles * kSmallTokens) {
+  if (m <= kSmallTokens) {
     for (size_t p = first; p < panels; ++p)
-      for (size_t t = 0; t < m; t += kTile) {
-        const size_t tokens = m - t < kTile ? m - t : kTile;
-        kSmall[tokens](xp + t * k, codes + p * w.row_stride, scales + p * w.scale_stride, k, w.col0,
-                       y + t * ldy + p * kRows, ldy, rows_of(p), accumulate);
-      }
+      kSmall[m](xp, codes + p * w.row_stride, scales + p * w.scale_stride, k, w.col0, y + p * kRows,
+                ldy, rows_of(p), accumulate);
     return;
   }
   // Each block of panels is decoded once per call, by its first token tile, then every later tile

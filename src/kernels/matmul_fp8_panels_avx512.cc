@@ -166,22 +166,19 @@ constexpr auto kDecodeTiles =
     TileTable<kGroupPanels, kGroupTokens>([]<int M, int P>() { return &PackTile<M, P, true>; });
 
 // Decoded blocks of 256 columns x 32 panels (512 KiB of f32) stay in L2 while the register tiles
-// sweep them (panel_schedule.h). In the small-x order a block is a 4-panel group's 128 columns
-// (32 KiB), which stays in L1 for the token tiles after the first: against 256 columns (64 KiB),
-// one core, 17 / 20 / 32 tokens 0.96 / 0.94 / 0.98x the time, 48 / 64 within 2% (measured while
-// the GEMM took FP8 views from 17 tokens on VBMI / GFNI cores, 15 on the others; now from 8 or
-// 10, Avx512Fp8PanelRows).
+// sweep them (panel_schedule.h). Up to kPanelGroupOrderMaxTokens tokens the GEMM takes
+// ForEachPanelGroupTile's order instead: one panel group's block at a time, every token tile over
+// it before the next, rather than 32 panels' blocks into L2 for tiles that then find them there
+// (one core, [6144 x 3072] from DRAM, calls alternating in one process, with the 12 x 2 tile and a
+// pair's 256 columns: 17 / 24 / 32 / 64 tokens 0.87 / 0.88 / 0.91 / 0.93x the time, the same
+// bits). There a block is a 4-panel group's 128 columns (32 KiB), which stays in L1 for the token
+// tiles after the first: against 256 columns (64 KiB), 17 / 20 / 32 tokens 0.96 / 0.94 / 0.98x
+// the time, 48 / 64 within 2% (measured while the GEMM took FP8 views from 17 tokens on VBMI /
+// GFNI cores, 15 on the others; now from 8 or 10, Avx512Fp8PanelRows).
 constexpr size_t kPackCols = 256, kBlockPanels = (512 << 10) / (kPackCols * kRows * sizeof(float));
 constexpr size_t kGroupPackCols = 128;
 static_assert(kBlockPanels % kGroupPanels == 0 && kPackCols % kFp8ScaleBlock == 0 &&
               kGroupPackCols % kFp8ScaleBlock == 0 && kGroupPackCols <= kPackCols);
-
-// Up to kPanelGroupOrderMaxTokens tokens the GEMM decodes one panel group's 256-column block at a
-// time and runs every token tile over it before the next (ForEachPanelGroupTile), rather than 32
-// panels' blocks into L2 for tiles that then find them there. One core, [6144 x 3072] from DRAM,
-// calls alternating in one process, with the 12 x 2 tile (a pair's block of 32 KiB in L1): 17 / 24
-// / 32 / 64 tokens 0.87 / 0.88 / 0.91 / 0.93x the time, the same bits; requesting the codes ahead
-// in the decode added nothing.
 
 using TileFn = void (*)(const float*, size_t, const uint8_t*, const float*, size_t, size_t, float*,
                         size_t, size_t, bool);
