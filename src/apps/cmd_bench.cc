@@ -44,28 +44,50 @@ struct PhaseTotals {
     for (size_t i = 0; i < model::kPhases; ++i) {
       sum.seconds[i] += p.seconds[i];
       sum.bytes[i] += p.bytes[i];
+      sum.flops[i] += p.flops[i];
     }
     step_seconds += seconds;
     steps += num_steps;
   }
 };
 
-// One line per phase: time per step, its share of the step, and for phases that read weights
-// the bytes per step and the bandwidth they streamed at against the read probe.
+// The compute peaks (rank 0's threads) a prefill's phases are measured against: the GEMMs' path's
+// (bf16 FMAs, or the AMX tile unit's), the experts' (the int8 dot peak for MXFP4 x int8 experts)
+// and attention's (its tile's f32 FMAs; on AMX three bf16 tile products per f32 one).
+struct PhasePeaks {
+  double gemm = 0, experts = 0, attention = 0;  // GFLOP/s (GOP/s)
+  const char *gemm_name = "", *experts_name = "", *attention_name = "";
+};
+
+// One line per phase: time per step, its share of the step, and then for phases that read weights
+// the bytes per step and the bandwidth they streamed at against the read probe, or, given peaks
+// (a prefill: bound by its arithmetic, not its bytes), the phase's operations per second against
+// the peak of the units it runs on.
 // pass_gbps: the median of the probe passes run between these steps (0: none were), a second
 // reference for the phases that read weights.
-void PrintPhases(const char* title, const PhaseTotals& t, double read_gbps, double pass_gbps = 0) {
+void PrintPhases(const char* title, const PhaseTotals& t, double read_gbps, double pass_gbps = 0,
+                 const PhasePeaks* peaks = nullptr) {
   if (t.steps == 0) return;
   const double per_step = t.step_seconds / static_cast<double>(t.steps);
   std::printf("%s: %.3f ms per step, mean of %zu steps (rank 0)\n", title, per_step * 1e3, t.steps);
   double phases = 0;
   for (size_t i = 0; i < model::kPhases; ++i) {
+    const auto phase = static_cast<model::Phase>(i);
     const double s = t.sum.seconds[i] / static_cast<double>(t.steps);
     const double bytes = t.sum.bytes[i] / static_cast<double>(t.steps);
+    const double flops = t.sum.flops[i] / static_cast<double>(t.steps);
     phases += s;
-    std::printf("  %-26s %8.3f ms %5.1f%%", model::PhaseName(static_cast<model::Phase>(i)), s * 1e3,
-                100 * s / per_step);
-    if (bytes > 0 && s > 0) {
+    std::printf("  %-26s %8.3f ms %5.1f%%", model::PhaseName(phase), s * 1e3, 100 * s / per_step);
+    if (peaks && flops > 0 && s > 0) {
+      const bool experts = phase == model::Phase::kExperts;
+      const bool attention = phase == model::Phase::kAttention;
+      const double peak = experts ? peaks->experts : attention ? peaks->attention : peaks->gemm;
+      const char* name = experts     ? peaks->experts_name
+                         : attention ? peaks->attention_name
+                                     : peaks->gemm_name;
+      std::printf("  %8.4g GFLOP  %6.1f GFLOP/s = %3.0f%% of the %s", flops / 1e9, flops / s / 1e9,
+                  100 * flops / s / 1e9 / peak, name);
+    } else if (bytes > 0 && s > 0) {
       std::printf("  %8.1f MB  %6.1f GB/s = %3.0f%% of the read probe", bytes / 1e6,
                   bytes / s / 1e9, 100 * bytes / s / 1e9 / read_gbps);
       if (pass_gbps > 0)
@@ -354,7 +376,15 @@ int RunBench(const BenchOptions& o) {
   }
   if (o.profile) {
     std::printf("\nwhere the time goes (--profile; the timers add a clock read per phase):\n");
-    PrintPhases("prefill", prefill_phases, roof.read_gbps);
+    PhasePeaks peaks;
+    peaks.gemm = bf16_peak_of(roof);
+    peaks.gemm_name = bf16_peak_name;
+    peaks.experts = int8_experts ? roof.int8_dot_gops : peaks.gemm;
+    peaks.experts_name = int8_experts ? "int8 dot peak" : bf16_peak_name;
+    peaks.attention = roof.bf16_tile_gflops > 0 ? roof.bf16_tile_gflops / 3 : roof.f32_fma_gflops;
+    peaks.attention_name =
+        roof.bf16_tile_gflops > 0 ? "AMX tile peak / 3 (f32 products as 3 bf16)" : "f32 FMA peak";
+    PrintPhases("prefill", prefill_phases, roof.read_gbps, 0, &peaks);
     PrintPhases("decode (batch 1)", decode_phases, roof.read_gbps, between);
     if (!batch_modes.empty()) {
       const std::string title =

@@ -1,6 +1,6 @@
-// Where a forward step's time goes (`moeserve bench --profile`): seconds and weight bytes read per
-// phase of the step, summed over the steps since Reset. The blocks time their phases through the
-// RunContext's profile; with none, or with it disabled, a phase costs one branch.
+// Where a forward step's time goes (`moeserve bench --profile`): seconds, weight bytes read and
+// arithmetic per phase of the step, summed over the steps since Reset. The blocks time their phases
+// through the RunContext's profile; with none, or with it disabled, a phase costs one branch.
 #pragma once
 
 #include <chrono>
@@ -33,27 +33,26 @@ struct StepProfile {
   bool enabled = false;
   double seconds[kPhases] = {};
   double bytes[kPhases] = {};  // weight bytes the phase read (each matrix once per step)
+  // Its operations, 2 per multiply-add of its matmuls (attention: q·k and p·v), this rank's: what a
+  // prefill's phases are measured by, as a decode's are by their bytes.
+  double flops[kPhases] = {};
 
   void Reset() {
-    for (size_t i = 0; i < kPhases; ++i) seconds[i] = bytes[i] = 0;
+    for (size_t i = 0; i < kPhases; ++i) seconds[i] = bytes[i] = flops[i] = 0;
   }
 };
 
-// Adds the time from construction to destruction, and the weight bytes the phase reads, to the
-// profile's phase. `bytes` is a number or a callable returning one; a callable runs only while
-// the profile is enabled, so steps that are not profiled never count bytes.
+// Adds the time from construction to destruction, and the weight bytes the phase reads and its
+// operations, to the profile's phase. `bytes` and `flops` are numbers or callables returning one;
+// a callable runs only while the profile is enabled, so steps that are not profiled never count.
 class PhaseTimer {
  public:
-  template <typename Bytes = size_t>
-  PhaseTimer(StepProfile* profile, Phase phase, const Bytes& bytes = 0)
+  template <typename Bytes = size_t, typename Flops = double>
+  PhaseTimer(StepProfile* profile, Phase phase, const Bytes& bytes = 0, const Flops& flops = 0)
       : profile_(profile && profile->enabled ? profile : nullptr), phase_(phase) {
     if (!profile_) return;
-    size_t n;
-    if constexpr (std::is_invocable_v<const Bytes&>)
-      n = bytes();
-    else
-      n = bytes;
-    profile_->bytes[static_cast<size_t>(phase)] += static_cast<double>(n);
+    profile_->bytes[static_cast<size_t>(phase)] += Value(bytes);
+    profile_->flops[static_cast<size_t>(phase)] += Value(flops);
     start_ = std::chrono::steady_clock::now();
   }
   ~PhaseTimer() {
@@ -65,6 +64,14 @@ class PhaseTimer {
   PhaseTimer& operator=(const PhaseTimer&) = delete;
 
  private:
+  template <typename T>
+  static double Value(const T& x) {
+    if constexpr (std::is_invocable_v<const T&>)
+      return static_cast<double>(x());
+    else
+      return static_cast<double>(x);
+  }
+
   StepProfile* profile_;
   Phase phase_;
   std::chrono::steady_clock::time_point start_;

@@ -70,6 +70,12 @@ using RepackedStore = HugePageArena;
 // Bytes a kernel reads to apply `w` once (codes plus scales).
 size_t BytesOf(const kernels::WeightMatrix& w);
 
+// Operations (2 per multiply-add) of applying `w` to `rows` rows.
+inline double MatMulFlops(size_t rows, const kernels::WeightMatrix& w) {
+  return 2.0 * static_cast<double>(rows) * static_cast<double>(w.rows) *
+         static_cast<double>(w.cols);
+}
+
 // Rows [row_begin, row_end) x cols [col_begin, col_end) of a 2-D parameter.
 struct Slice2D {
   size_t row_begin = 0, row_end = 0, col_begin = 0, col_end = 0;

@@ -131,8 +131,10 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
   const kernels::MatMulOutput qkv[] = {
       {&wq_, q.data(), qw}, {&wk_, k.data(), kw}, {&wv_, v.data(), kw}};
   {
-    const PhaseTimer timer(ctx.profile, Phase::kQkvProjection,
-                           [&] { return BytesOf(wq_) + BytesOf(wk_) + BytesOf(wv_); });
+    const PhaseTimer timer(
+        ctx.profile, Phase::kQkvProjection,
+        [&] { return BytesOf(wq_) + BytesOf(wk_) + BytesOf(wv_); },
+        [&] { return MatMulFlops(t, wq_) + MatMulFlops(t, wk_) + MatMulFlops(t, wv_); });
     kernels::MatMulSharedX(x, h, t, qkv, kc);
   }
   std::optional<PhaseTimer> norm_rope(std::in_place, ctx.profile, Phase::kQkNormRope);
@@ -173,11 +175,22 @@ void AttentionBlock::Forward(const float* x, const Batch& batch,
                                       1.0f / std::sqrt(static_cast<float>(d))};
   norm_rope.reset();
   {
-    const PhaseTimer timer(ctx.profile, Phase::kAttention);
+    // q·k and p·v per q head and key a query sees: 2 · 2 · head_dim operations.
+    const auto flops = [&] {
+      double pairs = 0;
+      for (const kernels::AttentionSeq& sq : seqs) {
+        const double n = static_cast<double>(sq.q_len), before = static_cast<double>(sq.kv_len) - n;
+        pairs += n * before + n * (n + 1) / 2;
+      }
+      return 4.0 * static_cast<double>(d * local_heads_) * pairs;
+    };
+    const PhaseTimer timer(ctx.profile, Phase::kAttention, 0, flops);
     kernels::Attention(q.data(), qw, seqs, shape, attn.data(), qw, kc);
   }
   {
-    const PhaseTimer timer(ctx.profile, Phase::kOutProjection, [&] { return BytesOf(wo_); });
+    const PhaseTimer timer(
+        ctx.profile, Phase::kOutProjection, [&] { return BytesOf(wo_); },
+        [&] { return MatMulFlops(t, wo_); });
     kernels::MatMul(attn.data(), qw, t, wo_, out, h, kc);
   }
   ctx.comm->AllReduceSum(out, t * h);

@@ -42,7 +42,9 @@ LmHeadBlock::LmHeadBlock(WeightReader& weights, const ModelConfig& c,
 void LmHeadBlock::Forward(const float* h, const std::vector<int32_t>& rows, float* logits,
                           const RunContext& ctx) {
   const size_t hidden = config_.hidden_size;
-  const PhaseTimer timer(ctx.profile, Phase::kLmHead, [&] { return BytesOf(weight_); });
+  const PhaseTimer timer(
+      ctx.profile, Phase::kLmHead, [&] { return BytesOf(weight_); },
+      [&] { return MatMulFlops(rows.size(), weight_); });
   gathered_.resize(rows.size() * hidden);
   for (size_t i = 0; i < rows.size(); ++i)
     std::copy_n(h + static_cast<size_t>(rows[i]) * hidden, hidden, gathered_.data() + i * hidden);

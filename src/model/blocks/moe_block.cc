@@ -44,6 +44,15 @@ size_t MoeBlock::DecodeBytes() const {
   return per_expert * config_.num_experts_per_token + gate_.size() * sizeof(float);
 }
 
+double MoeBlock::RoutedExpertFlops(const std::vector<int32_t>& topk_idx) const {
+  double flops = 0;
+  for (int32_t i : topk_idx) {
+    const kernels::ExpertWeights& w = experts_[i];
+    if (!w.w1.empty()) flops += MatMulFlops(1, w.w1) + MatMulFlops(1, w.w3) + MatMulFlops(1, w.w2);
+  }
+  return flops;
+}
+
 size_t MoeBlock::TouchedExpertBytes(const std::vector<int32_t>& topk_idx) const {
   std::vector<bool> seen(experts_.size(), false);
   size_t bytes = 0;
@@ -65,7 +74,7 @@ void MoeBlock::Forward(const float* x, size_t t, float* out, StepScratch& scratc
   topk_idx.resize(t * k);
   topk_weights.resize(t * k);
   std::optional<PhaseTimer> router(std::in_place, ctx.profile, Phase::kRouter,
-                                   gate_.size() * sizeof(float));
+                                   gate_.size() * sizeof(float), 2.0 * t * gate_.size());
   kernels::MatMul(x, h, t, kernels::F32Matrix(gate_.data(), e, h), logits.data(), e, *ctx.kernels);
   switch (config_.routing) {
     case Routing::kSigmoidWithBias:
@@ -82,8 +91,9 @@ void MoeBlock::Forward(const float* x, size_t t, float* out, StepScratch& scratc
   // Accumulate into zeros: under expert parallelism a token may route to no local expert.
   std::fill(out, out + t * h, 0.0f);
   {
-    const PhaseTimer timer(ctx.profile, Phase::kExperts,
-                           [&] { return TouchedExpertBytes(topk_idx); });
+    const PhaseTimer timer(
+        ctx.profile, Phase::kExperts, [&] { return TouchedExpertBytes(topk_idx); },
+        [&] { return RoutedExpertFlops(topk_idx); });
     kernels::MoeExperts(x, h, t, topk_idx.data(), topk_weights.data(), k, experts_, out, h,
                         *ctx.kernels, /*accumulate=*/true);
   }

@@ -38,6 +38,8 @@ class MoeBlock {
   size_t DecodeBytes() const;  // top-k experts' bytes for one token + the router
   // Bytes of the distinct local experts that topk_idx routes to (what a step reads of them).
   size_t TouchedExpertBytes(const std::vector<int32_t>& topk_idx) const;
+  // Operations of the (token, local expert) pairs topk_idx routes (2 per multiply-add).
+  double RoutedExpertFlops(const std::vector<int32_t>& topk_idx) const;
 
   // x: normed hidden [T, hidden] -> out [T, hidden] (complete, all-reduced). Uses
   // scratch.router_logits, topk_idx and topk_weights.
