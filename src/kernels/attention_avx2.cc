@@ -19,6 +19,7 @@
 #include "kernels/attention_prefetch.h"
 #include "kernels/e4m3_half_bits.h"
 #include "kernels/internal.h"
+#include "kernels/row_passes.h"
 #include "kernels/scratch.h"
 #include "kernels/simd_math_avx2.h"
 
@@ -360,22 +361,9 @@ inline void AccumulatePvBf16(float* const* acc, const float* corr, const float* 
 
 void AccumulatePvBf16N(size_t n, float* const* acc, const float* corr, const float* p, size_t ldp,
                        const bf16* const* v, size_t n_keys, size_t d) {
-  for (; n > 6; n -= 6, acc += 6, corr += 6, p += 6 * ldp)
-    AccumulatePvBf16<6>(acc, corr, p, ldp, v, n_keys, d);
-  switch (n) {
-    case 1:
-      return AccumulatePvBf16<1>(acc, corr, p, ldp, v, n_keys, d);
-    case 2:
-      return AccumulatePvBf16<2>(acc, corr, p, ldp, v, n_keys, d);
-    case 3:
-      return AccumulatePvBf16<3>(acc, corr, p, ldp, v, n_keys, d);
-    case 4:
-      return AccumulatePvBf16<4>(acc, corr, p, ldp, v, n_keys, d);
-    case 5:
-      return AccumulatePvBf16<5>(acc, corr, p, ldp, v, n_keys, d);
-    case 6:
-      return AccumulatePvBf16<6>(acc, corr, p, ldp, v, n_keys, d);
-  }
+  ForRowPassesOfSix(n, [&](auto rows, size_t r) {
+    AccumulatePvBf16<rows>(acc + r, corr + r, p + r * ldp, ldp, v, n_keys, d);
+  });
 }
 
 // An FP8 cache's V rows stay widened into the chunk scratch here: decoding them in P.V instead

@@ -26,6 +26,7 @@
 
 #include "kernels/attention_avx512_shared.h"
 #include "kernels/internal.h"
+#include "kernels/row_passes.h"
 #include "kernels/scratch.h"
 #include "kernels/simd_math_avx512.h"
 #include "kernels/transpose_avx512.h"
@@ -333,22 +334,9 @@ inline void AccumulatePvBf16(float* const* acc, const float* corr, const float* 
 
 void AccumulatePvBf16N(size_t n, float* const* acc, const float* corr, const float* p, size_t ldp,
                        const bf16* const* v, size_t n_keys, size_t d) {
-  for (; n > 6; n -= 6, acc += 6, corr += 6, p += 6 * ldp)
-    AccumulatePvBf16<6>(acc, corr, p, ldp, v, n_keys, d);
-  switch (n) {
-    case 1:
-      return AccumulatePvBf16<1>(acc, corr, p, ldp, v, n_keys, d);
-    case 2:
-      return AccumulatePvBf16<2>(acc, corr, p, ldp, v, n_keys, d);
-    case 3:
-      return AccumulatePvBf16<3>(acc, corr, p, ldp, v, n_keys, d);
-    case 4:
-      return AccumulatePvBf16<4>(acc, corr, p, ldp, v, n_keys, d);
-    case 5:
-      return AccumulatePvBf16<5>(acc, corr, p, ldp, v, n_keys, d);
-    case 6:
-      return AccumulatePvBf16<6>(acc, corr, p, ldp, v, n_keys, d);
-  }
+  ForRowPassesOfSix(n, [&](auto rows, size_t r) {
+    AccumulatePvBf16<rows>(acc + r, corr + r, p + r * ldp, ldp, v, n_keys, d);
+  });
 }
 
 // P.V straight from FP8 V rows (decode), as AccumulatePvBf16N: 16 codes become 16 f32 values
@@ -396,22 +384,9 @@ inline void AccumulatePvFp8(float* const* acc, const float* corr, const float* p
 
 void AccumulatePvFp8N(size_t n, float* const* acc, const float* corr, const float* p, size_t ldp,
                       const uint8_t* const* v, const float* scales, size_t n_keys, size_t d) {
-  for (; n > 6; n -= 6, acc += 6, corr += 6, p += 6 * ldp)
-    AccumulatePvFp8<6>(acc, corr, p, ldp, v, scales, n_keys, d);
-  switch (n) {
-    case 1:
-      return AccumulatePvFp8<1>(acc, corr, p, ldp, v, scales, n_keys, d);
-    case 2:
-      return AccumulatePvFp8<2>(acc, corr, p, ldp, v, scales, n_keys, d);
-    case 3:
-      return AccumulatePvFp8<3>(acc, corr, p, ldp, v, scales, n_keys, d);
-    case 4:
-      return AccumulatePvFp8<4>(acc, corr, p, ldp, v, scales, n_keys, d);
-    case 5:
-      return AccumulatePvFp8<5>(acc, corr, p, ldp, v, scales, n_keys, d);
-    case 6:
-      return AccumulatePvFp8<6>(acc, corr, p, ldp, v, scales, n_keys, d);
-  }
+  ForRowPassesOfSix(n, [&](auto rows, size_t r) {
+    AccumulatePvFp8<rows>(acc + r, corr + r, p + r * ldp, ldp, v, scales, n_keys, d);
+  });
 }
 
 // FastTile's direct P.V over an FP8 cache.
