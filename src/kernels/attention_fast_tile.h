@@ -35,6 +35,12 @@
 //                                       dims into their even and odd halves, so its acc rows hold
 //                                       each block's even dims, then its odd ones, restored when
 //                                       stored
+//   constexpr bool kQkFromRows; constexpr kQkRowsBf16 = a function (size_t n, const float*
+//       const* q, const bf16* const* rows, size_t d, float* s) if kQkFromRows (else null):
+//                                       a decode tile's scores (direct P.V, bf16 cache,
+//                                       d % 32 == 0) straight from one chunk's kKeys K rows,
+//                                       without TransposeKeysBf16's kt: s[r] = q[r] · K for
+//                                       n ≤ kQkRows rows, kKeys floats apart
 //   constexpr bool kDirectFp8; constexpr size_t kFp8Block; constexpr kPvFp8 = a function
 //       (size_t n, float* const* acc, const float* corr, const float* p, size_t ldp,
 //        const uint8_t* const* v_rows, const float* v_scales, size_t n_keys, size_t d) if
@@ -111,6 +117,8 @@ void FastTile(const AttentionTileArgs& a) {
   const bool fp8 = a.k_blocks8 != nullptr;
   const bool direct_v =
       rows <= kDirectPvRows && (fp8 ? kDirectFp8 && d % kFp8Block == 0 : d % kPairBlock == 0);
+  // Decode over a bf16 cache where the ISA has it: scores straight from the K rows, kt unused.
+  const bool qk_rows = kQkFromRows && direct_v && !fp8 && d % 32 == 0;
   for (size_t r = 0; r < a.kv_heads * rows; ++r) {
     a.max[r] = -INFINITY;
     a.sum[r] = 0.0f;
@@ -125,8 +133,9 @@ void FastTile(const AttentionTileArgs& a) {
   float* const v = kt + kt_floats;
   const bf16* k_rows[kKeys];
   const uint8_t* k_rows8[kKeys];
-  const bf16* v_rows[kChunks * kKeys];      // direct P.V: the step's V rows
-  const uint8_t* v_rows8[kChunks * kKeys];  // (an FP8 cache's, with their scales)
+  const bf16* k_rows_step[kChunks * kKeys];  // scores from rows: the step's K rows
+  const bf16* v_rows[kChunks * kKeys];       // direct P.V: the step's V rows
+  const uint8_t* v_rows8[kChunks * kKeys];   // (an FP8 cache's, with their scales)
   alignas(64) float v_scales[kChunks * kKeys];
   alignas(64) float k_scales[kKeys];
   alignas(64) float s[kChunks * kQkRows * kKeys];
@@ -172,7 +181,7 @@ void FastTile(const AttentionTileArgs& a) {
             }
             WidenFp8(vb + at * d, v_scale, vc + k * ldv, d);
           } else if (direct_v) {
-            k_rows[k] = a.k_blocks[blk] + at * d;
+            k_rows[k] = k_rows_step[c * kKeys + k] = a.k_blocks[blk] + at * d;
             v_rows[c * kKeys + k] = a.v_blocks[blk] + at * d;
             continue;
           } else {
@@ -182,7 +191,9 @@ void FastTile(const AttentionTileArgs& a) {
           if (ldv != d)  // P.V's tail reads whole vectors: keep the padding finite
             for (size_t j = d; j < ldv; ++j) vc[k * ldv + j] = 0.0f;
         }
-        if (a.k_blocks8)
+        if (qk_rows)  // past the chunk's keys, its last row again (masked by the softmax)
+          for (size_t k = nk; k < kKeys; ++k) k_rows_step[c * kKeys + k] = k_rows[nk - 1];
+        else if (a.k_blocks8)
           TransposeKeysFp8(k_rows8, k_scales, nk, d, ktc);
         else
           TransposeKeysBf16(k_rows, nk, d, ktc);
@@ -204,7 +215,11 @@ void FastTile(const AttentionTileArgs& a) {
           q_rows[r] = a.q + i * a.ldq + h * d;
           acc_rows[r] = acc + (r0 + r) * d;
         }
-        ScoresN(nr, chunks, q_rows, kt, d, s);
+        if (qk_rows)
+          for (size_t c = 0; c < chunks; ++c)
+            kQkRowsBf16(nr, q_rows, k_rows_step + c * kKeys, d, s + c * kQkRows * kKeys);
+        else
+          ScoresN(nr, chunks, q_rows, kt, d, s);
         size_t n_valid[kQkRows];
         for (size_t r = 0; r < nr; ++r) {
           const size_t i = a.q0 + (r0 + r) / group;

@@ -150,6 +150,16 @@ TEST_P(AttentionEveryIsa, MatchesReferenceOddShapes) {
                    {1, 18, 37, 2, 0}, {70, 40, 37, 17, 5}, ctx, rng);
     if (HasFatalFailure()) return;
   }
+  // Decode over head dims that are multiples of 32 (the avx512 tile's scores straight from the K
+  // rows) for every group up to 8 (7 and 8 rows per kv head: two score passes), kv lengths that
+  // end mid-chunk (the chunk's last row repeated past its keys), and a 2-query chunk (up to
+  // group 4 at most 8 rows per kv head: the same tile, rows seeing different keys).
+  for (size_t group = 1; group <= 8; ++group)
+    for (const size_t d : {32, 64, 128}) {
+      CheckAttention({2 * group, 2, d, 16, 1 / std::sqrt(float(d))}, {1, 1, 2}, {45, 16, 33}, ctx,
+                     rng);
+      if (HasFatalFailure()) return;
+    }
   // Peaked softmax (large scores): the running max moves between chunks and most weights
   // underflow; masked lanes must stay out of the max and the sums.
   CheckAttention({8, 1, 32, 16, 0.5f}, {1, 24}, {60, 50}, ctx, rng, 6.0f);
