@@ -243,18 +243,20 @@ inline void Scores(const float* const* q, const float* kt, size_t d, float* out)
 // by a shift and a mask, and multiplied into the rows' score vectors there. The scratch path
 // (TransposeKeysBf16, then Scores) stores the 16 widened vectors of a block and loads them back in
 // the score pass, and its transposes wait on the K rows' loads with nothing else to do; for a
-// decode's 6 rows per kv head that traffic is as large as the FMAs it feeds. Even and odd dims sum
-// in separate chains (12 for 6 rows: a chain per row would have two dependent FMAs per vector).
-// One core (Ice Lake), in-process A/B, decode from DRAM: 8 x 4096 0.92-0.94x the time (1 and 2
-// threads), 1 x 16384 0.93x, 1 x 2048 0.93-0.95x; from L2 (1 x 128-512) 0.96-1.03x.
+// decode's 6 rows per kv head that traffic is as large as the FMAs it feeds. One core (Ice Lake),
+// in-process A/B, decode from DRAM: 8 x 4096 0.92-0.94x the time (1 and 2 threads), 1 x 16384
+// 0.93x, 1 x 2048 0.93-0.95x; from L2 (1 x 128-512) 0.96-1.03x. One FMA chain per row: its two
+// FMAs per vector are dependent, but a block's shuffles and widenings leave the FMA ports that
+// time, and with the 16 transposed rows it keeps every accumulator in a register (with even and
+// odd dims in separate chains GCC spilled them; 0.95-0.99x the time of that, same harness).
 // out[r] (lane p) = q[r] · K[p] for kRows ≤ 6 rows; d % 32 == 0; all 16 row pointers valid
 // (past the chunk's keys they repeat a valid row, whose scores the softmax masks).
 template <int kRows>
 inline void ScoresFromKeyRowsBf16(const float* const* q, const bf16* const* rows, size_t d,
                                   float* out) {
   const __m512i hi = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
-  __m512 even[kRows], odd[kRows];
-  for (int r = 0; r < kRows; ++r) even[r] = odd[r] = _mm512_setzero_ps();
+  __m512 acc[kRows];
+  for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
   for (size_t j0 = 0; j0 < d; j0 += 32) {
     __m512i t[16];
     for (int p = 0; p < 16; ++p) t[p] = _mm512_loadu_si512(rows[p] + j0);
@@ -264,12 +266,12 @@ inline void ScoresFromKeyRowsBf16(const float* const* q, const bf16* const* rows
       const __m512 e = _mm512_castsi512_ps(_mm512_slli_epi32(t[i], 16));
       const __m512 o = _mm512_castsi512_ps(_mm512_and_si512(t[i], hi));
       for (int r = 0; r < kRows; ++r) {
-        even[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][j0 + 2 * i]), e, even[r]);
-        odd[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][j0 + 2 * i + 1]), o, odd[r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][j0 + 2 * i]), e, acc[r]);
+        acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(q[r][j0 + 2 * i + 1]), o, acc[r]);
       }
     }
   }
-  for (int r = 0; r < kRows; ++r) _mm512_store_ps(out + r * kKeys, _mm512_add_ps(even[r], odd[r]));
+  for (int r = 0; r < kRows; ++r) _mm512_store_ps(out + r * kKeys, acc[r]);
 }
 
 // n ≤ kQkRows rows (out rows kKeys floats apart); 7 or 8 rows in passes of 4 and the rest.
