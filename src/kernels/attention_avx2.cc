@@ -378,8 +378,8 @@ constexpr void (*kPvFp8)(size_t, float* const*, const float*, const float*, size
 // (attention_avx512.cc's ScoresFromKeyRowsBf16) would need 8 transposed rows and 12 accumulators
 // for a decode's 6 rows, more than AVX2's 16 registers.
 constexpr bool kQkFromRows = false;
-constexpr void (*kQkRowsBf16)(size_t, const float* const*, const bf16* const*, size_t,
-                              float*) = nullptr;
+constexpr void (*kQkRowsBf16)(size_t, const float* const*, const bf16* const*, const bf16* const*,
+                              size_t, float*) = nullptr;
 
 // out = acc · inv for an acc row in the pair-split layout (d % 16 == 0).
 void StoreRowScaledPairSplit(const float* acc, float inv, float* out, size_t d) {

@@ -249,17 +249,24 @@ inline void Scores(const float* const* q, const float* kt, size_t d, float* out)
 // FMAs per vector are dependent, but a block's shuffles and widenings leave the FMA ports that
 // time, and with the 16 transposed rows it keeps every accumulator in a register (with even and
 // odd dims in separate chains GCC spilled them; 0.95-0.99x the time of that, same harness).
-// out[r] (lane p) = q[r] · K[p] for kRows ≤ 6 rows; d % 32 == 0; all 16 row pointers valid
-// (past the chunk's keys they repeat a valid row, whose scores the softmax masks).
+// v_pf (or null): the chunk's 16 V rows, requested into L1 here a line per row and block, beside
+// the block's K loads, for P.V after the softmax. Requested in a burst before the scores (256
+// lines a 64-key step) they had the prefetches wait for line fill buffers, the tile with them:
+// in process, spread here, 0.92-0.95x the time (from L2, the LLC and DRAM, one and two threads).
+// out[r] (lane p) = q[r] · K[p] for kRows ≤ 6 rows; d % 32 == 0; all 16 K (and V) row pointers
+// valid (past the chunk's keys they repeat a valid row, whose scores the softmax masks).
 template <int kRows>
-inline void ScoresFromKeyRowsBf16(const float* const* q, const bf16* const* rows, size_t d,
-                                  float* out) {
+inline void ScoresFromKeyRowsBf16(const float* const* q, const bf16* const* rows,
+                                  const bf16* const* v_pf, size_t d, float* out) {
   const __m512i hi = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
   __m512 acc[kRows];
   for (int r = 0; r < kRows; ++r) acc[r] = _mm512_setzero_ps();
   for (size_t j0 = 0; j0 < d; j0 += 32) {
     __m512i t[16];
     for (int p = 0; p < 16; ++p) t[p] = _mm512_loadu_si512(rows[p] + j0);
+    if (v_pf)  // V rows' line j0 / 32 (32 bf16 = 64 bytes)
+      for (int p = 0; p < 16; ++p)
+        _mm_prefetch(reinterpret_cast<const char*>(v_pf[p] + j0), _MM_HINT_T0);
     Transpose16x16(t);
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
@@ -275,25 +282,25 @@ inline void ScoresFromKeyRowsBf16(const float* const* q, const bf16* const* rows
 }
 
 // n ≤ kQkRows rows (out rows kKeys floats apart); 7 or 8 rows in passes of 4 and the rest.
-void ScoresFromKeyRowsBf16N(size_t n, const float* const* q, const bf16* const* rows, size_t d,
-                            float* out) {
+void ScoresFromKeyRowsBf16N(size_t n, const float* const* q, const bf16* const* rows,
+                            const bf16* const* v_pf, size_t d, float* out) {
   if (n > 6) {
-    ScoresFromKeyRowsBf16<4>(q, rows, d, out);
+    ScoresFromKeyRowsBf16<4>(q, rows, v_pf, d, out);
     n -= 4, q += 4, out += 4 * kKeys;
   }
   switch (n) {
     case 1:
-      return ScoresFromKeyRowsBf16<1>(q, rows, d, out);
+      return ScoresFromKeyRowsBf16<1>(q, rows, v_pf, d, out);
     case 2:
-      return ScoresFromKeyRowsBf16<2>(q, rows, d, out);
+      return ScoresFromKeyRowsBf16<2>(q, rows, v_pf, d, out);
     case 3:
-      return ScoresFromKeyRowsBf16<3>(q, rows, d, out);
+      return ScoresFromKeyRowsBf16<3>(q, rows, v_pf, d, out);
     case 4:
-      return ScoresFromKeyRowsBf16<4>(q, rows, d, out);
+      return ScoresFromKeyRowsBf16<4>(q, rows, v_pf, d, out);
     case 5:
-      return ScoresFromKeyRowsBf16<5>(q, rows, d, out);
+      return ScoresFromKeyRowsBf16<5>(q, rows, v_pf, d, out);
     default:
-      return ScoresFromKeyRowsBf16<6>(q, rows, d, out);
+      return ScoresFromKeyRowsBf16<6>(q, rows, v_pf, d, out);
   }
 }
 

@@ -36,11 +36,13 @@
 //                                       each block's even dims, then its odd ones, restored when
 //                                       stored
 //   constexpr bool kQkFromRows; constexpr kQkRowsBf16 = a function (size_t n, const float*
-//       const* q, const bf16* const* rows, size_t d, float* s) if kQkFromRows (else null):
+//       const* q, const bf16* const* rows, const bf16* const* v_pf, size_t d, float* s) if
+//       kQkFromRows (else null):
 //                                       a decode tile's scores (direct P.V, bf16 cache,
 //                                       d % 32 == 0) straight from one chunk's kKeys K rows,
 //                                       without TransposeKeysBf16's kt: s[r] = q[r] · K for
-//                                       n ≤ kQkRows rows, kKeys floats apart
+//                                       n ≤ kQkRows rows, kKeys floats apart; requests the
+//                                       chunk's kKeys V rows v_pf (if not null) into L1
 //   constexpr bool kDirectFp8; constexpr size_t kFp8Block; constexpr kPvFp8 = a function
 //       (size_t n, float* const* acc, const float* corr, const float* p, size_t ldp,
 //        const uint8_t* const* v_rows, const float* v_scales, size_t n_keys, size_t d) if
@@ -192,14 +194,18 @@ void FastTile(const AttentionTileArgs& a) {
             for (size_t j = d; j < ldv; ++j) vc[k * ldv + j] = 0.0f;
         }
         if (qk_rows)  // past the chunk's keys, its last row again (masked by the softmax)
-          for (size_t k = nk; k < kKeys; ++k) k_rows_step[c * kKeys + k] = k_rows[nk - 1];
+          for (size_t k = nk; k < kKeys; ++k) {
+            k_rows_step[c * kKeys + k] = k_rows[nk - 1];
+            v_rows[c * kKeys + k] = v_rows[c * kKeys + nk - 1];
+          }
         else if (a.k_blocks8)
           TransposeKeysFp8(k_rows8, k_scales, nk, d, ktc);
         else
           TransposeKeysBf16(k_rows, nk, d, ktc);
         // The chunk's V rows into L1 now, behind its K rows: P.V reads them after the scores and
-        // the softmax (from DRAM, V rows read only there stalled P.V: decode ~20% slower).
-        if (direct_v)
+        // the softmax (from DRAM, V rows read only there stalled P.V: decode ~20% slower). Scores
+        // from K rows request them themselves, spread over their blocks.
+        if (direct_v && !qk_rows)
           for (size_t k = 0; k < nk; ++k) {
             const char* row = fp8 ? reinterpret_cast<const char*>(v_rows8[c * kKeys + k])
                                   : reinterpret_cast<const char*>(v_rows[c * kKeys + k]);
@@ -217,7 +223,8 @@ void FastTile(const AttentionTileArgs& a) {
         }
         if (qk_rows)
           for (size_t c = 0; c < chunks; ++c)
-            kQkRowsBf16(nr, q_rows, k_rows_step + c * kKeys, d, s + c * kQkRows * kKeys);
+            kQkRowsBf16(nr, q_rows, k_rows_step + c * kKeys,
+                        r0 == r_first ? v_rows + c * kKeys : nullptr, d, s + c * kQkRows * kKeys);
         else
           ScoresN(nr, chunks, q_rows, kt, d, s);
         size_t n_valid[kQkRows];
