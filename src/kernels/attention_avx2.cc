@@ -160,8 +160,9 @@ inline __m256 Fp8ByteBits(__m256i x) {
 // assist-free transposes measured ~10% slower on rows without subnormal codes, and here fp16
 // bits would also need a dword-to-word narrowing that AVX2 lacks; the AVX2 path is for AMD Zen
 // 3, where the assist was not measured (no such machine here).
+// (v_pf: always null here, no direct FP8 P.V: kDirectFp8 below.)
 void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, size_t nk, size_t d,
-                      float* kt) {
+                      float* kt, const uint8_t* const* /*v_pf*/) {
   alignas(32) float sc[kKeys] = {};
   for (size_t p = 0; p < nk; ++p) sc[p] = scales[p];
   const __m256 s = _mm256_load_ps(sc), p120 = _mm256_set1_ps(0x1p120f);

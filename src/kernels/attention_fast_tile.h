@@ -9,7 +9,9 @@
 //   void Widen(const bf16*, float*, size_t);  void WidenFp8(const uint8_t*, float, float*, size_t);
 //   void TransposeKeysBf16(const bf16* const rows[kKeys], size_t nk, size_t d, float* kt);
 //   void TransposeKeysFp8(const uint8_t* const rows[kKeys], const float* scales, size_t nk,
-//                         size_t d, float* kt);        kt[j][p] = K[p][j] as f32, keys p >= nk zero
+//                         size_t d, float* kt, const uint8_t* const* v_pf);
+//                                       kt[j][p] = K[p][j] as f32, keys p >= nk zero; the FP8
+//                                       one requests the nk V rows v_pf (if not null) into L1
 //   template <int kRows, int kChunks> void Scores(const float* const* q, const float* kt, size_t d,
 //                                                 float* s);
 //                                       s[c][r][p] = q[r] · K[c][p] for kRows ≤ kQkRows = 8 rows
@@ -199,19 +201,16 @@ void FastTile(const AttentionTileArgs& a) {
             v_rows[c * kKeys + k] = v_rows[c * kKeys + nk - 1];
           }
         else if (a.k_blocks8)
-          TransposeKeysFp8(k_rows8, k_scales, nk, d, ktc);
+          TransposeKeysFp8(k_rows8, k_scales, nk, d, ktc, direct_v ? v_rows8 + c * kKeys : nullptr);
         else
           TransposeKeysBf16(k_rows, nk, d, ktc);
         // The chunk's V rows into L1 now, behind its K rows: P.V reads them after the scores and
         // the softmax (from DRAM, V rows read only there stalled P.V: decode ~20% slower). Scores
-        // from K rows request them themselves, spread over their blocks.
-        if (direct_v && !qk_rows)
-          for (size_t k = 0; k < nk; ++k) {
-            const char* row = fp8 ? reinterpret_cast<const char*>(v_rows8[c * kKeys + k])
-                                  : reinterpret_cast<const char*>(v_rows[c * kKeys + k]);
-            for (size_t off = 0; off < (fp8 ? d : 2 * d); off += 64)
-              _mm_prefetch(row + off, _MM_HINT_T0);
-          }
+        // from K rows and the FP8 transpose request them themselves, spread over their blocks.
+        if (direct_v && !qk_rows && !fp8)
+          for (size_t k = 0; k < nk; ++k)
+            for (size_t off = 0; off < 2 * d; off += 64)
+              _mm_prefetch(reinterpret_cast<const char*>(v_rows[c * kKeys + k]) + off, _MM_HINT_T0);
       }
 
       for (size_t r0 = r_first; r0 < rows; r0 += kQkRows) {
