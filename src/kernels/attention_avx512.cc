@@ -94,15 +94,12 @@ void WidenFp8(const uint8_t* src, float scale, float* dst, size_t n) {
 constexpr size_t kKeys = 16;  // keys per chunk: one score vector
 // Chunks per step (attention_fast_tile.h): prefill 4 (a score pass of 4 rows x 4 chunks issues
 // 8 loads per 16 FMAs, 8 rows x 2 chunks 10: 85% against 73% of the FMA peak alone, one core;
-// prefill 512 in-process 8-12% faster); decode over an FP8 cache 2 (8 x 4096 from DRAM was
-// 10-20% slower in steps of 4 chunks, from L2 the same; now, one core, 1.005x at 1 x 2048);
-// decode over a bf16 cache 4 (kDecodeChunksBf16: its scores straight from K rows keep no kt
-// scratch, and per-step work, a softmax step and each P.V accumulator's load, rescale and store,
-// halves; in-process A/B against 2, K / V in L2 or the LLC, 1 x 256 / 1024 / 2048 / 4096 tokens,
-// one or two threads: 0.91-0.93x the time; from DRAM, 8 x 4096 and 1 x 32768: 0.98-1.00x).
+// prefill 512 in-process 8-12% faster), decode 2 (decode 8 x 4096 from DRAM was 10-20% slower
+// in steps of 4 chunks, from L2 the same; with the bf16 decode's scores from K rows and its V
+// requests spread over them, 4 chunks against 2 in process: K / V in the LLC 0.95x the time, from
+// DRAM, 8 x 4096 and 1 x 32768, 1.05-1.08x).
 constexpr size_t kScoreChunks = 4;
 constexpr size_t kDecodeChunks = 2;
-constexpr size_t kDecodeChunksBf16 = 4;
 constexpr size_t kQkRows = 8;  // rows per score pass (8 FMA chains, kt loaded once)
 constexpr size_t kPvRows = 4;  // rows per P.V pass (4 x 4 zmm accumulators)
 // A bf16 tile of at most this many rows reads V rows straight (AccumulatePvBf16N): decode's.
@@ -546,13 +543,9 @@ void StoreRowScaled(const float* acc, float inv, float* out, size_t d) {
 void AttentionTile(const AttentionTileArgs& args) {
   if (!args.tile_scratch) return EachKvHead(args, AttentionTileImpl);  // (no chunk scratch)
   const bool decode = (args.q1 - args.q0) * args.group <= kDirectPvRows;
-  const bool fp8 = args.k_blocks8 != nullptr;
-  if (args.head_dim == 128) {  // MiniMax-M2's and Qwen3-MoE's
-    if (!decode) return FastTile<128, kScoreChunks>(args);
-    return fp8 ? FastTile<128, kDecodeChunks>(args) : FastTile<128, kDecodeChunksBf16>(args);
-  }
-  if (!decode) return FastTile<0, kScoreChunks>(args);
-  fp8 ? FastTile<0, kDecodeChunks>(args) : FastTile<0, kDecodeChunksBf16>(args);
+  if (args.head_dim == 128)  // MiniMax-M2's and Qwen3-MoE's
+    return decode ? FastTile<128, kDecodeChunks>(args) : FastTile<128, kScoreChunks>(args);
+  decode ? FastTile<0, kDecodeChunks>(args) : FastTile<0, kScoreChunks>(args);
 }
 
 }  // namespace moeserve::kernels::avx512

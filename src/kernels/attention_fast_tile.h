@@ -108,8 +108,8 @@ inline void ScoresN(size_t n, size_t chunks, const float* const* q, const float*
   ScoresRows<1>(n, q, kt, d, out);
 }
 
-// kChunks: chunks per step (for tiles of at most kDirectPvRows rows per kv head kDecodeChunks, or
-// another count of the TU's for one cache format; else kScoreChunks; see AttentionTile).
+// kChunks: chunks per step (kDecodeChunks for tiles of at most kDirectPvRows rows per kv head,
+// else kScoreChunks; see AttentionTile).
 template <size_t kD, size_t kChunks>
 void FastTile(const AttentionTileArgs& a) {
   const size_t d = kD ? kD : a.head_dim, bs = a.block_size, group = a.group;
