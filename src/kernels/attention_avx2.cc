@@ -375,9 +375,10 @@ constexpr bool kDirectFp8 = false;
 constexpr void (*kPvFp8)(size_t, float* const*, const float*, const float*, size_t,
                          const uint8_t* const*, const float*, size_t, size_t) = nullptr;
 
-// Decode scores from the transposed chunk scratch: FastTile's scores straight from K rows
-// (attention_avx512.cc's ScoresFromKeyRowsBf16) would need 8 transposed rows and 12 accumulators
-// for a decode's 6 rows, more than AVX2's 16 registers.
+// Decode scores from the transposed chunk scratch. Scores straight from K rows, as the AVX-512
+// tile's ScoresFromKeyRowsBf16, were not tried here: with 8-key chunks the 8 transposed rows and a
+// decode's 6 accumulators would hold 14 of AVX2's 16 registers, and the 8 x 8 transposes' shuffles
+// do not compete with the FMAs on Intel's AVX2 ports as AVX-512's do.
 constexpr bool kQkFromRows = false;
 constexpr void (*kQkRowsBf16)(size_t, const float* const*, const bf16* const*, const bf16* const*,
                               size_t, float*) = nullptr;

@@ -12,6 +12,8 @@
 //                         size_t d, float* kt, const uint8_t* const* v_pf);
 //                                       kt[j][p] = K[p][j] as f32, keys p >= nk zero; the FP8
 //                                       one requests the nk V rows v_pf (if not null) into L1
+//                                       (with kDirectFp8 it must: FastTile requests them nowhere
+//                                       else)
 //   template <int kRows, int kChunks> void Scores(const float* const* q, const float* kt, size_t d,
 //                                                 float* s);
 //                                       s[c][r][p] = q[r] · K[c][p] for kRows ≤ kQkRows = 8 rows
