@@ -4,14 +4,16 @@
 //            K+V read against the read roofline, and GFLOP/s against the f32 FMA peak; and
 //            1 seq x 32768 with one kv head of 6 q heads (a tp-8 rank's share of MiniMax-M2: one
 //            work item unless Attention splits its keys; a different one of 16 each run);
-//   prefill: one 512-token prompt (causal, no context): GFLOP/s against the f32 FMA peak, and on
-//            amx against the tile unit's (its kernel: three bf16 products per f32 one).
+//   prefill: one 512-token prompt (causal, no context), and one of 4096 tokens (not --quick: a
+//            long prompt's attention, whose share of a prefill grows with its length, K / V of
+//            a kv head past L2): GFLOP/s against the f32 FMA peak, and on amx against the tile
+//            unit's (its kernel: three bf16 products per f32 one).
 // FLOPs count 4 · head_dim per (q head, visible key): q·k and p·v, one multiply-add each.
 // Median (and best) of the runs.
 //   hot:     (--hot only) decode 1 seq x 512 tokens, K+V (2 MB bf16) resident in L2 after the
 //            first run: the tile's compute rate, without DRAM (run it pinned with --threads 1).
 //   bench_attention [--runs N] [--threads N] [--quick] [--hot] [--outlier-channels]
-//   (--quick: bf16 only, no 32k decode)
+//   (--quick: bf16 only, no 32k decode, no 4096-token prefill)
 //   --outlier-channels: K and V rows N(0, 1) with 4 of each head's 128 channels 30x the others
 //            (as real models' keys have), so that a row's FP8 scale leaves its small values as
 //            e4m3 subnormal codes (~0.2%; by default values are uniform in [-1, 1], none
@@ -223,6 +225,7 @@ int Main(int argc, char** argv) {
                   std::max(runs, 16));
     }
     Run("prefill 512 tokens", s, 1, 512, 512, fp8, roof, ctx, runs);
+    if (!quick) Run("prefill 4096 tokens", s, 1, 4096, 4096, fp8, roof, ctx, runs);
   }
   return 0;
 }
