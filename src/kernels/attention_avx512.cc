@@ -285,27 +285,12 @@ inline void ScoresFromKeyRowsBf16(const float* const* q, const bf16* const* rows
   for (int r = 0; r < kRows; ++r) _mm512_store_ps(out + r * kKeys, acc[r]);
 }
 
-// n ≤ kQkRows rows (out rows kKeys floats apart); 7 or 8 rows in passes of 4 and the rest.
+// n ≤ kQkRows rows (out rows kKeys floats apart); 7 or 8 rows in two passes.
 void ScoresFromKeyRowsBf16N(size_t n, const float* const* q, const bf16* const* rows,
                             const bf16* const* v_pf, size_t d, float* out) {
-  if (n > 6) {
-    ScoresFromKeyRowsBf16<4>(q, rows, v_pf, d, out);
-    n -= 4, q += 4, out += 4 * kKeys;
-  }
-  switch (n) {
-    case 1:
-      return ScoresFromKeyRowsBf16<1>(q, rows, v_pf, d, out);
-    case 2:
-      return ScoresFromKeyRowsBf16<2>(q, rows, v_pf, d, out);
-    case 3:
-      return ScoresFromKeyRowsBf16<3>(q, rows, v_pf, d, out);
-    case 4:
-      return ScoresFromKeyRowsBf16<4>(q, rows, v_pf, d, out);
-    case 5:
-      return ScoresFromKeyRowsBf16<5>(q, rows, v_pf, d, out);
-    default:
-      return ScoresFromKeyRowsBf16<6>(q, rows, v_pf, d, out);
-  }
+  ForRowPassesOfSix(n, [&](auto nr, size_t r) {
+    ScoresFromKeyRowsBf16<nr>(q + r, rows, v_pf, d, out + r * kKeys);
+  });
 }
 
 // FastTile's decode scores over a bf16 cache (its direct P.V tiles, d % 32 == 0).

@@ -1,6 +1,7 @@
 // A kernel's rows in passes of at most six, each pass's row count a compile-time constant (its
 // accumulators are arrays of that many rows), written once for the attention tiles' direct P·V
-// (AVX2 and AVX-512, bf16 and FP8 caches) instead of a loop and a six-case switch in each.
+// (AVX2 and AVX-512, bf16 and FP8 caches) and the AVX-512 decode scores from K rows instead of a
+// loop and a six-case switch in each.
 #pragma once
 
 #include <cstddef>
