@@ -129,15 +129,14 @@ void PanelStream1(const uint32_t* xp, const bf16* const panel[P], size_t pairs, 
   for (int p = 0; p < P; ++p) a0[p] = a1[p] = _mm512_setzero_ps();
   const size_t full = odd ? pairs - 1 : pairs;
   size_t i = 0;
+  // No software prefetch: the hardware prefetchers alone follow two panel streams per core at
+  // the read probe's rate, and requests of our own cap it. Zen 4, 2 threads, q/k/o_proj and LM
+  // head shapes from DRAM, an in-process A/B against a plain read of the same bytes: in a fast
+  // host state (probe ~57-60 GB/s) 1.03-1.05x the probe without them, 0.74x with requests
+  // 16 KiB ahead into L2 (4-32 KiB: 0.73-0.77x; 2 KiB into L1: 0.96x); when the host gives
+  // ~35 GB/s, 1.01x against 0.92-0.95x. (Stop 20 had found "none" as good as L2 requests, in
+  // a slow state only.)
   for (; i + 2 <= full; i += 2) {
-    // 16 KiB ahead into L2 (Zen 4, bench_kernels --panels, q/o/k_proj GEMV: 66-81% of the read
-    // roofline with 4 KiB ahead into L1, 77-99% with 8-16 KiB into L2 or none).
-    constexpr size_t kAhead = 16384;
-    for (int p = 0; p < P; ++p) {
-      const char* c = reinterpret_cast<const char*>(panel[p] + 2 * i * kRows) + kAhead;
-      _mm_prefetch(c, _MM_HINT_T1);
-      _mm_prefetch(c + 64, _MM_HINT_T1);
-    }
     const __m512bh x0 = Broadcast(xp + i * kTile), x1 = Broadcast(xp + (i + 1) * kTile);
     for (int p = 0; p < P; ++p) a0[p] = _mm512_dpbf16_ps(a0[p], AsBh(LoadPairs(panel[p], i)), x0);
     for (int p = 0; p < P; ++p)
