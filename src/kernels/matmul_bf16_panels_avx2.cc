@@ -119,16 +119,22 @@ struct GemvAcc {
   }
 };
 
-// One token against two full panels at once, each with PanelTile<1>'s accumulators and order
-// (so the results are bit-identical to two PanelTile<1> calls). Why: at m = 1 the kernel streams W
-// from DRAM, and walking two distant panels together gives the hardware prefetchers two streams
-// per core instead of one; measured on Zen 3 with huge pages, a few % to ~10% more GB/s. Its four
-// FMA chains (two per panel) take 128 bytes of weights per ~8 cycles, above a core's DRAM share.
-void PanelPair1(const float* xp, const bf16* p, const bf16* q, size_t k, float* yp, float* yq,
-                bool accumulate) {
+// One token against N full panels at once, each with PanelTile<1>'s accumulators and order (so
+// the results are bit-identical to N PanelTile<1> calls). Why: at m = 1 the kernel streams W from
+// DRAM, and each panel's two FMA chains take a column (32 bytes) per FMA latency (~4 cycles): two
+// panels at a time, ~16 bytes per cycle at best, left a Zen 4 core short of its DRAM share
+// whenever a miss stalled the chains. N distant panels also give the hardware prefetchers N
+// streams per core (Zen 3 with huge pages: two streams a few % to ~10% more GB/s than one).
+// Four against two (Zen 4, 2 threads, huge pages, in-process A/B against a plain read of the
+// same bytes, [6144 x 3072] / [3072 x 6144] / [1024 x 3072]): 0.80-0.85 / 0.66x the probe
+// against 0.70-0.73 / 0.61x in a fast host state (~60 GB/s), 0.92-0.98 against 0.90-0.95x in a
+// slow one. Eight would need 16 accumulators: all the registers.
+template <int N>
+void PanelGroup1(const float* xp, const bf16* const panel[N], size_t k, float* const y[N],
+                 bool accumulate) {
   for (size_t k0 = 0; k0 < k; k0 += kBf16PanelSumCols) {
     const size_t k1 = k - k0 < kBf16PanelSumCols ? k : k0 + kBf16PanelSumCols;
-    GemvAcc ap, aq;
+    GemvAcc acc[N];
     size_t i = k0;
     // No software prefetch here (PanelTile's small-m tiles keep theirs): Zen 4, 2 threads,
     // huge pages, [6144 x 3072] / [1024 x 3072] from DRAM, in-process A/B against a plain read
@@ -137,16 +143,13 @@ void PanelPair1(const float* xp, const bf16* p, const bf16* q, size_t k, float* 
     for (; i + 2 <= k1; i += 2) {
       const __m256 x0 = _mm256_broadcast_ss(xp + i * kTile);
       const __m256 x1 = _mm256_broadcast_ss(xp + (i + 1) * kTile);
-      ap.Two(p, i, x0, x1);
-      aq.Two(q, i, x0, x1);
+      for (int n = 0; n < N; ++n) acc[n].Two(panel[n], i, x0, x1);
     }
     if (i < k1) {
       const __m256 x0 = _mm256_broadcast_ss(xp + i * kTile);
-      ap.One(p, i, x0);
-      aq.One(q, i, x0);
+      for (int n = 0; n < N; ++n) acc[n].One(panel[n], i, x0);
     }
-    ap.Store(yp, kRows, accumulate || k0 > 0);
-    aq.Store(yq, kRows, accumulate || k0 > 0);
+    for (int n = 0; n < N; ++n) acc[n].Store(y[n], kRows, accumulate || k0 > 0);
   }
 }
 
@@ -174,13 +177,26 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
   const size_t k = w.cols, panels = (w.rows + kRows - 1) / kRows;
   const auto* base = static_cast<const bf16*>(w.data);
   if (m == 1 && panels >= 2) {
-    // Decode: the full panels in pairs (j, j + half), two streams at once; an odd or partial
-    // last panel alone.
-    const size_t full = w.rows / kRows, half = full / 2;
-    for (size_t j = 0; j < half; ++j)
-      PanelPair1(xp, base + j * w.row_stride, base + (j + half) * w.row_stride, k, y + j * kRows,
-                 y + (j + half) * kRows, accumulate);
-    for (size_t p = 2 * half; p < panels; ++p) {
+    // Decode: the full panels in groups of G (j, j + n, j + 2n, ...), G streams at once; the
+    // rest in a pair, an odd or partial last panel alone.
+    const size_t full = w.rows / kRows;
+    size_t done = 0;
+    const auto groups_of = [&]<int G>() {
+      const size_t n = (full - done) / G;
+      for (size_t j = 0; j < n; ++j) {
+        const bf16* ps[G];
+        float* ys[G];
+        for (int g = 0; g < G; ++g) {
+          ps[g] = base + (done + j + g * n) * w.row_stride;
+          ys[g] = y + (done + j + g * n) * kRows;
+        }
+        PanelGroup1<G>(xp, ps, k, ys, accumulate);
+      }
+      done += G * n;
+    };
+    groups_of.template operator()<4>();
+    groups_of.template operator()<2>();
+    for (size_t p = done; p < panels; ++p) {
       const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
       PanelTile<1>(xp, base + p * w.row_stride, k, y + p * kRows, ldy, rows, accumulate);
     }

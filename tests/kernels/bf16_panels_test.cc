@@ -94,8 +94,15 @@ TEST_P(Bf16PanelsEveryIsa, MatMulMatchesDenseReferenceOnOddShapes) {
     // 20 x 1101 at m = 300: x exceeds the kernels' L2 blocks, so token and column blocks (partial
     // sums through y) and an odd last column block run.
     // 20 x 4001 at m = 300: the AMX kernel's x in token blocks (each block's B tiles made again).
-    for (auto [rows, cols] :
-         {std::pair<size_t, size_t>{37, 70}, {16, 3}, {50, 301}, {20, 1101}, {33, 4001}}) {
+    // 181 and 240 rows (11 full panels and a partial one, 15 full): each thread's one-token GEMV
+    // (AVX2: groups of four panels, then a pair, then one alone) takes every kind of group.
+    for (auto [rows, cols] : {std::pair<size_t, size_t>{37, 70},
+                              {16, 3},
+                              {50, 301},
+                              {20, 1101},
+                              {33, 4001},
+                              {181, 301},
+                              {240, 70}}) {
       if (cols == 4001 && m < 200) continue;
       const std::vector<bf16> src = RandomBf16(rows * cols, rng);
       const WeightMatrix dense = Bf16Matrix(src.data(), rows, cols);
@@ -288,7 +295,8 @@ TEST_P(Bf16PanelsEveryIsa, TokensTogetherEqualTokensAlone) {
   std::mt19937 rng(8);
   ThreadPool pool(2);
   KernelContext ctx(pool, isa);
-  for (auto [rows, cols] : {std::pair<size_t, size_t>{37, 1101}, {64, 600}, {20, 255}})
+  for (auto [rows, cols] :
+       {std::pair<size_t, size_t>{37, 1101}, {64, 600}, {20, 255}, {181, 301}, {240, 70}})
     for (size_t m : {2, 5, 7, 13, 33}) {
       const std::vector<bf16> src = RandomBf16(rows * cols, rng);
       const Panels p = Repack(Bf16Matrix(src.data(), rows, cols));
