@@ -290,7 +290,7 @@ void PairTokens(const GroupPair& w, size_t blocks, TokenBlock x, ExponentWindow 
   }
 }
 
-// Decode (T = 1-4 tokens: one sequence's step, or the few tokens a batch routes to one expert),
+// Decode of 2-4 tokens (the few tokens a batch routes to one expert; one token: GroupStreams),
 // the full group pairs two at a time: 32 rows per pass over the blocks, four streams. Per token
 // and row the arithmetic is BlockDot<T, false>'s (the reference's multiply), so y is the same bits
 // whichever path computes it.
@@ -371,11 +371,93 @@ void PairStream(const GroupPair& w0, const GroupPair& w1, size_t blocks, const T
   }
 }
 
+// One token (a sequence's decode step) × whole row groups: N groups far apart side by side, each
+// over all its blocks in order (the reference's arithmetic, so the same bits as every other path).
+//
+// Why: consecutive groups are contiguous, so each of the N walks reads its run of groups as one
+// sequential stream, which the hardware prefetchers follow without requests of our own, where
+// PairStream reads a quad's four groups side by side (four 12 KiB streams that restart every
+// 48 KiB) and needs its L2 requests to keep them fed, which capped it. Zen 4, 2 threads, huge
+// pages: plain reads in a decode step's pattern (8 experts' 0.6-1.2 MB shares) against one long
+// run when the host gave ~58 GB/s: four streams in step 0.73x (0.82x with the requests), one
+// sequential run per share 0.95x. MoeExperts at one token (bench_mxfp4_i8's decode shapes),
+// in-process A/B against the read probe of the same bytes: PairStream 0.73-0.75x, one stream
+// 0.69-0.77x, two 0.87-0.89x, four 0.83-0.84x in a fast host state (~55-61 GB/s); 0.94x / 0.95x /
+// 0.99x / - in a slow one (~34 GB/s).
+// One group fills a ymm (lane r: row r): at one token the kernel is bound by memory, not by
+// vpdpbusd, and per weight byte the 256-bit ops cost a Zen 4 core what PairStream's 512-bit
+// ones do (each is two 256-bit passes there). The 4 activation bytes of each vpdpbusd are an
+// embedded broadcast.
+template <int N>
+void GroupStreams(const uint8_t* const codes[N], const uint8_t* const scales[N], size_t blocks,
+                  const TokenBlock& x, float* const y[N], bool accumulate) {
+  const __m256i lut = _mm512_castsi512_si256(GroupPair::CodeLut());
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  __m256 acc[N];
+  for (int n = 0; n < N; ++n) acc[n] = _mm256_setzero_ps();
+  for (size_t b = 0; b < blocks; ++b) {
+    const int8_t* q = x.q + b * kBlock;
+    const __m256 h = _mm256_set1_ps(x.h[b]);
+#pragma GCC unroll 2
+    for (int n = 0; n < N; ++n) {
+      const uint8_t* cb = codes[n] + b * kBlockCodeBytes;
+      // Two chains (low / high nibbles) so that vpdpbusd's latency does not bound the block.
+      __m256i s0 = _mm256_set1_epi32(x.c[b]), s1 = _mm256_setzero_si256();
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(cb + 32 * c));
+        const __m256i lo = _mm256_shuffle_epi8(lut, _mm256_and_si256(v, nibble));
+        const __m256i hi =
+            _mm256_shuffle_epi8(lut, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble));
+        int32_t q0, q1;
+        std::memcpy(&q0, q + 8 * c, 4);
+        std::memcpy(&q1, q + 8 * c + 4, 4);
+        s0 = _mm256_dpbusd_epi32(s0, lo, _mm256_set1_epi32(q0));
+        s1 = _mm256_dpbusd_epi32(s1, hi, _mm256_set1_epi32(q1));
+      }
+      // dw = 2^(e − 127) as E8m0ToF32x16, times h: the reference's multiply.
+      const __m256 f = _mm256_castsi256_ps(_mm256_slli_epi32(
+          _mm256_cvtepu8_epi32(
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales[n] + b * kGroupRows))),
+          23));
+      const __m256 dw =
+          _mm256_add_ps(_mm256_max_ps(f, _mm256_set1_ps(0x1p-127f)), _mm256_sub_ps(f, f));
+      acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), _mm256_mul_ps(dw, h),
+                               acc[n]);
+    }
+  }
+  for (int n = 0; n < N; ++n) {
+    if (accumulate) acc[n] = _mm256_add_ps(_mm256_loadu_ps(y[n]), acc[n]);
+    _mm256_storeu_ps(y[n], acc[n]);
+  }
+}
+
+// `groups` whole groups from codes / scales: the first and second halves in step, an odd last
+// group alone.
+void GroupStream1(const uint8_t* codes, const uint8_t* scales, size_t code_stride,
+                  size_t scale_stride, size_t groups, size_t blocks, const TokenBlock& x, float* y,
+                  bool accumulate) {
+  const size_t half = groups / 2;
+  for (size_t g = 0; g < half; ++g) {
+    const uint8_t* cs[2] = {codes + g * code_stride, codes + (g + half) * code_stride};
+    const uint8_t* ss[2] = {scales + g * scale_stride, scales + (g + half) * scale_stride};
+    float* ys[2] = {y + g * kGroupRows, y + (g + half) * kGroupRows};
+    GroupStreams<2>(cs, ss, blocks, x, ys, accumulate);
+  }
+  if (groups % 2) {
+    const size_t g = groups - 1;
+    const uint8_t* cs[1] = {codes + g * code_stride};
+    const uint8_t* ss[1] = {scales + g * scale_stride};
+    float* ys[1] = {y + g * kGroupRows};
+    GroupStreams<1>(cs, ss, blocks, x, ys, accumulate);
+  }
+}
+
 using StreamFn = void (*)(const GroupPair&, const GroupPair&, size_t, const TokenBlock&, float*,
                           size_t, bool);
 constexpr int kStreamTokens = 4;
-constexpr StreamFn kStreams[kStreamTokens + 1] = {nullptr, PairStream<1>, PairStream<2>,
-                                                  PairStream<3>, PairStream<4>};
+constexpr StreamFn kStreams[kStreamTokens + 1] = {nullptr, nullptr, PairStream<2>, PairStream<3>,
+                                                  PairStream<4>};
 
 }  // namespace
 
@@ -403,7 +485,11 @@ void MatMulMxfp4I8(const Q8Rows& x, const WeightMatrix& w, float* y, size_t ldy,
     const TokenBlock xt{x.q + t0 * x.ldq, x.ldq, h, hb, c, blocks};
     const ExponentWindow window = ExponentWindow::Of(hb, n * blocks);
     size_t g = 0;
-    if (n <= kStreamTokens) {  // decode: whole quads of groups (32 rows) streamed, the rest below
+    if (n == 1) {  // a sequence's decode step: every whole group
+      g = w.rows / kGroupRows;
+      GroupStream1(codes, scales, w.row_stride, w.scale_stride, g, blocks, xt, y + t0 * ldy,
+                   accumulate);
+    } else if (n <= kStreamTokens) {  // decode: whole quads of groups (32 rows), the rest below
       for (; (g + 4) * kGroupRows <= w.rows; g += 4) {
         const GroupPair a{codes + g * w.row_stride, scales + g * w.scale_stride, w.row_stride,
                           w.scale_stride, true};
