@@ -20,6 +20,7 @@
 #include "kernels/moe.h"
 #include "kernels/roofline.h"
 #include "runtime/cpu_features.h"
+#include "runtime/huge_page_arena.h"
 #include "runtime/thread_pool.h"
 
 namespace moeserve::kernels {
@@ -41,18 +42,22 @@ struct Shape {
   size_t rows, cols;
 };
 
-// A [rows, cols] bf16 matrix as the kernels see it: dense rows, or repacked into panels (kept in
-// `panels`, which must outlive the view). Panels start on a 64-byte line, as the engine's weight
-// arena places them: from a vector's own 16-byte aligned start, every 64-byte panel line the
-// AVX-512 kernels load would straddle two cache lines (about a tenth of their GEMM's speed).
+// A [rows, cols] bf16 matrix as the kernels see it: dense rows, or repacked into panels, placed in
+// `arena` (which must outlive the view) as the engine places its weights: on 2 MiB pages, each
+// matrix on a 64-byte line. Why: with 4 KiB pages (a vector's memory) the hardware prefetchers
+// stop at every page and the TLB misses every 4 KiB, so a GEMV from DRAM measured other than the
+// engine's; from a vector's own 16-byte aligned start, every 64-byte panel line the AVX-512
+// kernels load would straddle two cache lines (about a tenth of their GEMM's speed).
 WeightMatrix View(const std::vector<bf16>& w, size_t rows, size_t cols, bool as_panels,
-                  std::vector<bf16>& panels) {
+                  HugePageArena& arena) {
   const WeightMatrix dense = Bf16Matrix(w.data(), rows, cols);
-  if (!as_panels) return dense;
-  constexpr size_t kLine = 64;
-  panels.resize(Bf16PanelElems(rows, cols) + kLine / sizeof(bf16));
-  const auto start = (reinterpret_cast<uintptr_t>(panels.data()) + kLine - 1) / kLine * kLine;
-  return RepackBf16Panels(dense, reinterpret_cast<bf16*>(start));
+  if (!as_panels) {
+    auto* copy = reinterpret_cast<bf16*>(arena.Allocate(w.size() * sizeof(bf16)));
+    std::copy(w.begin(), w.end(), copy);
+    return Bf16Matrix(copy, rows, cols);
+  }
+  auto* panels = reinterpret_cast<bf16*>(arena.Allocate(Bf16PanelElems(rows, cols) * sizeof(bf16)));
+  return RepackBf16Panels(dense, panels);
 }
 
 }  // namespace
@@ -103,12 +108,10 @@ int Main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     const size_t bytes = s.rows * s.cols * 2;
     const size_t copies = std::max<size_t>(2, (160u << 20) / bytes);
-    std::vector<std::vector<bf16>> w(copies), packed(copies);
+    HugePageArena arena;
     std::vector<WeightMatrix> views;
-    for (size_t c = 0; c < copies; ++c) {
-      w[c] = RandomWeights(s.rows * s.cols, c + 1);
-      views.push_back(View(w[c], s.rows, s.cols, panels, packed[c]));
-    }
+    for (size_t c = 0; c < copies; ++c)
+      views.push_back(View(RandomWeights(s.rows * s.cols, c + 1), s.rows, s.cols, panels, arena));
     const Timing tm = Time(runs * 4, [&](int r) {
       MatMul(x.data(), s.cols, gemv_m, views[r % copies], y.data(), s.rows, ctx);
     });
@@ -125,8 +128,8 @@ int Main(int argc, char** argv) {
   for (const Shape& s : shapes) {
     if (quick && s.rows * s.cols > 1536 * 3072) continue;
     const std::vector<bf16> w = RandomWeights(s.rows * s.cols, 7);
-    std::vector<bf16> packed;
-    const WeightMatrix view = View(w, s.rows, s.cols, panels, packed);
+    HugePageArena arena;
+    const WeightMatrix view = View(w, s.rows, s.cols, panels, arena);
     const Timing tm = Time(std::max(runs / 2, 5),
                            [&](int) { MatMul(x.data(), s.cols, m, view, y.data(), s.rows, ctx); });
     const double flop = 2.0 * m * s.rows * s.cols;
@@ -143,15 +146,12 @@ int Main(int argc, char** argv) {
   {
     const size_t E = 32, H = 3072, I = 1536, K = 8;
     // Dense rows, or panels with --panels (the layout the engine loads bf16 experts in).
-    std::vector<std::vector<bf16>> store(3 * E), packed(3 * E);
+    HugePageArena arena;
     std::vector<ExpertWeights> ex(E);
     for (size_t e = 0; e < E; ++e) {
-      store[3 * e] = RandomWeights(I * H, 3 * e + 1);
-      ex[e].w1 = View(store[3 * e], I, H, panels, packed[3 * e]);
-      store[3 * e + 1] = RandomWeights(I * H, 3 * e + 2);
-      ex[e].w3 = View(store[3 * e + 1], I, H, panels, packed[3 * e + 1]);
-      store[3 * e + 2] = RandomWeights(H * I, 3 * e + 3);
-      ex[e].w2 = View(store[3 * e + 2], H, I, panels, packed[3 * e + 2]);
+      ex[e].w1 = View(RandomWeights(I * H, 3 * e + 1), I, H, panels, arena);
+      ex[e].w3 = View(RandomWeights(I * H, 3 * e + 2), I, H, panels, arena);
+      ex[e].w2 = View(RandomWeights(H * I, 3 * e + 3), H, I, panels, arena);
     }
     std::vector<int32_t> idx(K);
     std::vector<float> wts(K, 1.0f / K);

@@ -27,6 +27,7 @@
 #include "kernels/roofline.h"
 #include "read_probe.h"
 #include "runtime/cpu_features.h"
+#include "runtime/huge_page_arena.h"
 #include "runtime/thread_pool.h"
 
 namespace moeserve::kernels {
@@ -40,9 +41,12 @@ constexpr size_t kCopies = 64;
 size_t g_only_m = 0;  // --m M: only that m (any; prefill's experts get 1-40 tokens each)
 bool g_hot = false;   // --hot: one copy, LLC-resident after the first run (the kernel's compute)
 
-// One expert shape in both formats, kCopies copies of each (same codes, distinct memory).
+// One expert shape in both formats, kCopies copies of each (same codes, distinct memory). As in
+// the engine, the repacked copies sit on 2 MiB pages (the weight arena) and the checkpoint-layout
+// ones on 4 KiB pages (the engine reads those from the checkpoint's mapping).
 struct Weights {
-  std::vector<std::vector<uint8_t>> codes, scales, codes8, scales8;
+  std::vector<std::vector<uint8_t>> codes, scales;
+  HugePageArena arena;
   std::vector<WeightMatrix> mxfp4, i8;
   size_t bytes = 0;  // codes + scales of one copy (the same in both formats)
 };
@@ -62,15 +66,17 @@ Weights MakeWeights(size_t rows, size_t cols) {
   for (size_t c = 0; c < kCopies; ++c) {
     w.codes.push_back(codes);
     w.scales.push_back(scales);
-    w.codes8.push_back(codes8);
-    w.scales8.push_back(scales8);
   }
   for (size_t c = 0; c < kCopies; ++c) {
     WeightMatrix a = src, b = packed;
     a.data = w.codes[c].data();
     a.scales = w.scales[c].data();
-    b.data = w.codes8[c].data();
-    b.scales = w.scales8[c].data();
+    uint8_t* c8 = w.arena.Allocate(codes8.size());
+    uint8_t* s8 = w.arena.Allocate(scales8.size());
+    std::copy(codes8.begin(), codes8.end(), c8);
+    std::copy(scales8.begin(), scales8.end(), s8);
+    b.data = c8;
+    b.scales = s8;
     w.mxfp4.push_back(a);
     w.i8.push_back(b);
   }

@@ -9,6 +9,7 @@
 #include "bench_timing.h"
 #include "kernels/internal.h"
 #include "runtime/cpu_features.h"
+#include "runtime/huge_page_arena.h"
 #include "runtime/thread_pool.h"
 
 namespace moeserve::kernels::bench {
@@ -18,14 +19,14 @@ namespace moeserve::kernels::bench {
 // bytes were last touched 512 MiB of reads ago and come from DRAM.
 class ReadProbe {
  public:
+  // On 2 MiB pages, as the engine's weights and its own probe (roofline.cc).
   explicit ReadProbe(ThreadPool& pool) : pool_(pool), sinks_(pool.num_threads()) {
-    buf_ = static_cast<float*>(std::aligned_alloc(4096, kFloats * sizeof(float)));
+    buf_ = reinterpret_cast<float*>(arena_.Allocate(kFloats * sizeof(float)));
     pool_.Run([&](size_t t, size_t nt) {
       const size_t part = kFloats / nt;
       std::fill(buf_ + t * part, buf_ + (t + 1 == nt ? kFloats : (t + 1) * part), 1.0f);
     });
   }
-  ~ReadProbe() { std::free(buf_); }
   // Seconds to read `bytes` (rounded to whole cache lines per thread). hot: the same bytes every
   // time (LLC-resident after the first call).
   double Seconds(size_t bytes, bool hot = false) {
@@ -46,6 +47,7 @@ class ReadProbe {
  private:
   static constexpr size_t kFloats = (size_t{512} << 20) / sizeof(float);
   ThreadPool& pool_;
+  HugePageArena arena_;
   std::vector<double> sinks_;
   float* buf_ = nullptr;
   size_t pos_ = 0;
