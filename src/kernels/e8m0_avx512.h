@@ -15,4 +15,10 @@ static inline __m512 E8m0ToF32x16(__m128i e) {
   return _mm512_add_ps(_mm512_max_ps(f, _mm512_set1_ps(0x1p-127f)), _mm512_sub_ps(f, f));
 }
 
+// The low 8 bytes of e, the same way (a ymm: one 8-row MXFP4 group's scales of a block).
+static inline __m256 E8m0ToF32x8(__m128i e) {
+  const __m256 f = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu8_epi32(e), 23));
+  return _mm256_add_ps(_mm256_max_ps(f, _mm256_set1_ps(0x1p-127f)), _mm256_sub_ps(f, f));
+}
+
 }  // namespace moeserve::kernels

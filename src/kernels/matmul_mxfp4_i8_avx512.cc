@@ -415,13 +415,9 @@ void GroupStreams(const uint8_t* const codes[N], const uint8_t* const scales[N],
         s0 = _mm256_dpbusd_epi32(s0, lo, _mm256_set1_epi32(q0));
         s1 = _mm256_dpbusd_epi32(s1, hi, _mm256_set1_epi32(q1));
       }
-      // dw = 2^(e − 127) as E8m0ToF32x16, times h: the reference's multiply.
-      const __m256 f = _mm256_castsi256_ps(_mm256_slli_epi32(
-          _mm256_cvtepu8_epi32(
-              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales[n] + b * kGroupRows))),
-          23));
-      const __m256 dw =
-          _mm256_add_ps(_mm256_max_ps(f, _mm256_set1_ps(0x1p-127f)), _mm256_sub_ps(f, f));
+      // dw = 2^(e − 127), times h: the reference's multiply.
+      const __m256 dw = E8m0ToF32x8(
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales[n] + b * kGroupRows)));
       acc[n] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), _mm256_mul_ps(dw, h),
                                acc[n]);
     }
