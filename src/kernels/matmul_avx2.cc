@@ -5,10 +5,12 @@
 // [k][16] f32 and swept by a 6-token × 16-feature register tile (12 accumulators).
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/internal.h"
+#include "kernels/side_by_side.h"
 #include "kernels/simd_math_avx2.h"
 
 namespace moeserve::kernels::avx2 {
@@ -273,14 +275,13 @@ void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_st
     // side were four short streams restarting every 4 rows. The MoE router's [256 x 3072] from
     // DRAM, Zen 4 (AVX2 path), 2 threads, in-process A/B against the read probe: 0.80x vs 0.66x
     // in a fast host state (~56 GB/s), 0.87-0.99x vs 0.85-0.96x in a slow one. The same bits.
-    const size_t q = rows / 4;
-    for (size_t r = 0; r < q; ++r) {
-      const float* ws[4] = {w + r * row_stride, w + (r + q) * row_stride,
-                            w + (r + 2 * q) * row_stride, w + (r + 3 * q) * row_stride};
-      float* ys[4] = {y + r, y + r + q, y + r + 2 * q, y + r + 3 * q};
+    const size_t done = ForEachSideBySide<4>(0, rows, [&](const std::array<size_t, 4>& r) {
+      const float* ws[4] = {w + r[0] * row_stride, w + r[1] * row_stride, w + r[2] * row_stride,
+                            w + r[3] * row_stride};
+      float* ys[4] = {y + r[0], y + r[1], y + r[2], y + r[3]};
       GemvF32Rows<4>(x, k, ws, ys, accumulate);
-    }
-    for (size_t r = 4 * q; r < rows; ++r)
+    });
+    for (size_t r = done; r < rows; ++r)
       GemvF32Block<1>(x, k, w + r * row_stride, row_stride, y + r, accumulate);
     return;
   }

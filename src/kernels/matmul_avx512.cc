@@ -4,9 +4,11 @@
 // both run them.
 #include <immintrin.h>
 
+#include <array>
 #include <cstddef>
 
 #include "kernels/internal.h"
+#include "kernels/side_by_side.h"
 #include "kernels/simd_math_avx512.h"
 
 namespace moeserve::kernels::avx512 {
@@ -124,14 +126,12 @@ void GemvF32(const float* x, size_t ldx, size_t m, const float* w, size_t row_st
     // router's [256 x 3072] from DRAM, Zen 4, 2 threads, in-process A/B against a plain read of
     // the same bytes: 0.91x vs 0.73x in a fast host state (~60 GB/s), 0.93-0.99x vs 0.89-0.96x
     // in a slow one. The same bits (each row's steps are GemvF32Block's).
-    const size_t half = rows / 2;
-    for (size_t r = 0; r < half; ++r) {
-      const float* ws[2] = {w + r * row_stride, w + (r + half) * row_stride};
-      float* ys[2] = {y + r, y + r + half};
+    const size_t done = ForEachSideBySide<2>(0, rows, [&](const std::array<size_t, 2>& r) {
+      const float* ws[2] = {w + r[0] * row_stride, w + r[1] * row_stride};
+      float* ys[2] = {y + r[0], y + r[1]};
       GemvF32Rows<2>(x, k, ws, ys, accumulate);
-    }
-    if (rows % 2)
-      GemvF32Block<1>(x, k, w + (rows - 1) * row_stride, row_stride, y + rows - 1, accumulate);
+    });
+    if (done < rows) GemvF32Block<1>(x, k, w + done * row_stride, row_stride, y + done, accumulate);
     return;
   }
   // 2-5 tokens: row blocks outermost so a block of W stays in L1 while every token passes over it.

@@ -5,11 +5,13 @@
 // horizontal sums.
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
 
 #include "kernels/bf16_panels.h"
 #include "kernels/internal.h"
 #include "kernels/panel_schedule.h"
+#include "kernels/side_by_side.h"
 #include "kernels/simd_math_avx2.h"
 
 namespace moeserve::kernels::avx2 {
@@ -177,25 +179,20 @@ void MatMulBf16Panels(const float* xp, size_t m, const WeightMatrix& w, float* y
   const size_t k = w.cols, panels = (w.rows + kRows - 1) / kRows;
   const auto* base = static_cast<const bf16*>(w.data);
   if (m == 1 && panels >= 2) {
-    // Decode: the full panels in groups of G (j, j + n, j + 2n, ...), G streams at once; the
-    // rest in a pair, an odd or partial last panel alone.
-    const size_t full = w.rows / kRows;
-    size_t done = 0;
-    const auto groups_of = [&]<int G>() {
-      const size_t n = (full - done) / G;
-      for (size_t j = 0; j < n; ++j) {
-        const bf16* ps[G];
-        float* ys[G];
-        for (int g = 0; g < G; ++g) {
-          ps[g] = base + (done + j + g * n) * w.row_stride;
-          ys[g] = y + (done + j + g * n) * kRows;
-        }
-        PanelGroup1<G>(xp, ps, k, ys, accumulate);
+    // Decode: the full panels in groups of four side by side (four streams), then a pair; an
+    // odd or partial last panel alone.
+    const auto group = [&]<size_t G>(const std::array<size_t, G>& idx) {
+      const bf16* ps[G];
+      float* ys[G];
+      for (size_t g = 0; g < G; ++g) {
+        ps[g] = base + idx[g] * w.row_stride;
+        ys[g] = y + idx[g] * kRows;
       }
-      done += G * n;
+      PanelGroup1<G>(xp, ps, k, ys, accumulate);
     };
-    groups_of.template operator()<4>();
-    groups_of.template operator()<2>();
+    const size_t full = w.rows / kRows;
+    size_t done = ForEachSideBySide<4>(0, full, group);
+    done = ForEachSideBySide<2>(done, full - done, group);
     for (size_t p = done; p < panels; ++p) {
       const size_t rows = w.rows - p * kRows < kRows ? w.rows - p * kRows : kRows;
       PanelTile<1>(xp, base + p * w.row_stride, k, y + p * kRows, ldy, rows, accumulate);

@@ -17,12 +17,14 @@
 // on AVX2) and S = Σ u·q − 12·Σ q is the signed dot; |Σ u·q| ≤ 32 · 24 · 127 fits int32 easily.
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/e8m0_avx512.h"
 #include "kernels/exponent_window.h"
 #include "kernels/internal.h"
+#include "kernels/side_by_side.h"
 
 namespace moeserve::kernels::avx512 {
 namespace {
@@ -388,18 +390,18 @@ void PairStream(const GroupPair& w0, const GroupPair& w1, size_t blocks, const T
 // vpdpbusd, and per weight byte the 256-bit ops cost a Zen 4 core what PairStream's 512-bit
 // ones do (each is two 256-bit passes there). The 4 activation bytes of each vpdpbusd are an
 // embedded broadcast.
-template <int N>
+template <size_t N>
 void GroupStreams(const uint8_t* const codes[N], const uint8_t* const scales[N], size_t blocks,
                   const TokenBlock& x, float* const y[N], bool accumulate) {
   const __m256i lut = _mm512_castsi512_si256(GroupPair::CodeLut());
   const __m256i nibble = _mm256_set1_epi8(0x0f);
   __m256 acc[N];
-  for (int n = 0; n < N; ++n) acc[n] = _mm256_setzero_ps();
+  for (size_t n = 0; n < N; ++n) acc[n] = _mm256_setzero_ps();
   for (size_t b = 0; b < blocks; ++b) {
     const int8_t* q = x.q + b * kBlock;
     const __m256 h = _mm256_set1_ps(x.h[b]);
 #pragma GCC unroll 2
-    for (int n = 0; n < N; ++n) {
+    for (size_t n = 0; n < N; ++n) {
       const uint8_t* cb = codes[n] + b * kBlockCodeBytes;
       // Two chains (low / high nibbles) so that vpdpbusd's latency does not bound the block.
       __m256i s0 = _mm256_set1_epi32(x.c[b]), s1 = _mm256_setzero_si256();
@@ -422,31 +424,30 @@ void GroupStreams(const uint8_t* const codes[N], const uint8_t* const scales[N],
                                acc[n]);
     }
   }
-  for (int n = 0; n < N; ++n) {
+  for (size_t n = 0; n < N; ++n) {
     if (accumulate) acc[n] = _mm256_add_ps(_mm256_loadu_ps(y[n]), acc[n]);
     _mm256_storeu_ps(y[n], acc[n]);
   }
 }
 
-// `groups` whole groups from codes / scales: the first and second halves in step, an odd last
-// group alone.
+// `groups` whole groups from codes / scales: the first and second halves side by side, an odd
+// last group alone.
 void GroupStream1(const uint8_t* codes, const uint8_t* scales, size_t code_stride,
                   size_t scale_stride, size_t groups, size_t blocks, const TokenBlock& x, float* y,
                   bool accumulate) {
-  const size_t half = groups / 2;
-  for (size_t g = 0; g < half; ++g) {
-    const uint8_t* cs[2] = {codes + g * code_stride, codes + (g + half) * code_stride};
-    const uint8_t* ss[2] = {scales + g * scale_stride, scales + (g + half) * scale_stride};
-    float* ys[2] = {y + g * kGroupRows, y + (g + half) * kGroupRows};
-    GroupStreams<2>(cs, ss, blocks, x, ys, accumulate);
-  }
-  if (groups % 2) {
-    const size_t g = groups - 1;
-    const uint8_t* cs[1] = {codes + g * code_stride};
-    const uint8_t* ss[1] = {scales + g * scale_stride};
-    float* ys[1] = {y + g * kGroupRows};
-    GroupStreams<1>(cs, ss, blocks, x, ys, accumulate);
-  }
+  const auto run = [&]<size_t N>(const std::array<size_t, N>& g) {
+    const uint8_t* cs[N];
+    const uint8_t* ss[N];
+    float* ys[N];
+    for (size_t n = 0; n < N; ++n) {
+      cs[n] = codes + g[n] * code_stride;
+      ss[n] = scales + g[n] * scale_stride;
+      ys[n] = y + g[n] * kGroupRows;
+    }
+    GroupStreams<N>(cs, ss, blocks, x, ys, accumulate);
+  };
+  const size_t done = ForEachSideBySide<2>(0, groups, run);
+  if (done < groups) run(std::array<size_t, 1>{done});
 }
 
 using StreamFn = void (*)(const GroupPair&, const GroupPair&, size_t, const TokenBlock&, float*,
